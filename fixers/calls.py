@@ -1,0 +1,19 @@
+"""Edits to what a call calls."""
+from __future__ import annotations
+
+import libcst as cst
+
+
+def rename_call(call: cst.Call, dotted: str) -> cst.Call:
+    """`call` calling `dotted` (e.g. "torch.linalg.qr") instead, same arguments."""
+    return call.with_changes(func=cst.parse_expression(dotted))
+
+
+def replace_attribute(node: cst.Attribute, name: str) -> cst.Attribute:
+    """`x.old` → `x.name`."""
+    return node.with_changes(attr=cst.Name(name))
+
+
+def method_call(receiver: cst.BaseExpression, method: str, *args: cst.Arg) -> cst.Call:
+    """`receiver.method(*args)`."""
+    return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)), args=args)

@@ -1,0 +1,5 @@
+import sys
+
+from ptlint.cli import main
+
+sys.exit(main())

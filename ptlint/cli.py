@@ -1,0 +1,343 @@
+"""The `ptlint` command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+from ptlint import __version__
+
+COMMANDS = ("check", "rule", "rules", "clean")
+
+
+def _codes(text: str) -> list[str]:
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
+def _check_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="lint files and folders (the default command)")
+    p.add_argument("paths", nargs="*", default=None, help="files or folders; '-' reads stdin")
+    fix = p.add_argument_group("fixing")
+    fix.add_argument("--fix", action="store_true", help="apply safe fixes in place")
+    fix.add_argument("--unsafe-fixes", action="store_true", default=None,
+                     help="also apply (with --fix) or show unsafe fixes")
+    fix.add_argument("--no-unsafe-fixes", dest="unsafe_fixes", action="store_false")
+    fix.add_argument("--diff", action="store_true",
+                     help="print the diff --fix would write; change nothing")
+    sel = p.add_argument_group("rule selection")
+    for flag in ("select", "extend-select", "ignore", "fixable", "unfixable"):
+        sel.add_argument(f"--{flag}", type=_codes, action="extend", default=None,
+                         metavar="CODES", help="comma-separated codes, prefixes or ALL")
+    out = p.add_argument_group("output")
+    out.add_argument("--output-format", choices=("full", "concise", "json", "sarif", "github",
+                                                 "gitlab"))
+    out.add_argument("--statistics", action="store_true", help="count findings per rule")
+    out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    out.add_argument("--timings", action="store_true", help="time each phase and rule")
+    out.add_argument("-q", "--quiet", action="store_true", help="print findings only")
+    run = p.add_argument_group("run")
+    run.add_argument("--config", type=Path, help="a pyproject.toml or ptlint.toml to use")
+    run.add_argument("--torch-version", help="target torch version, e.g. 2.4")
+    run.add_argument("--stdin-filename", help="the name to report for '-' input")
+    run.add_argument("--extend-exclude", type=_codes, action="extend", default=None,
+                     metavar="GLOBS")
+    run.add_argument("--extend-include", type=_codes, action="extend", default=None,
+                     metavar="GLOBS")
+    run.add_argument("-j", "--jobs", type=int, default=None, help="processes (default: all cores)")
+    run.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ptlint", description="A linter and autofixer for PyTorch code.",
+        epilog="`ptlint PATH` is short for `ptlint check PATH`.",
+    )
+    parser.add_argument("--version", action="version", version=f"ptlint {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    _check_parser(sub)
+    rule = sub.add_parser("rule", help="print a rule's documentation")
+    rule.add_argument("code", help="a code (PTL001) or name (loss-kept-with-graph)")
+    rules = sub.add_parser("rules", help="list every rule")
+    rules.add_argument("--output-format", choices=("full", "json"), default="full")
+    clean = sub.add_parser("clean", help="remove the result cache")
+    clean.add_argument("--config", type=Path)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"):
+        argv.insert(0, "check")
+    elif not argv:
+        argv = ["check"]
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "rule":
+            return cmd_rule(args.code)
+        if args.command == "rules":
+            return cmd_rules(args.output_format)
+        if args.command == "clean":
+            return cmd_clean(args)
+        return cmd_check(args)
+    except KeyboardInterrupt:
+        print("ptlint: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def error(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+
+
+# -- ptlint rule / rules / clean ------------------------------------------------
+def _find_rule(code: str):
+    from ptlint.rule import registry
+
+    for rule in registry().values():
+        if code.upper() == rule.code or code == rule.name:
+            return rule
+    return None
+
+
+def cmd_rule(code: str) -> int:
+    from ptlint.docs import rule_markdown
+
+    rule = _find_rule(code)
+    if rule is None:
+        error(f"unknown rule {code!r}; `ptlint rules` lists them")
+        return 2
+    print(rule_markdown(rule))
+    return 0
+
+
+def cmd_rules(fmt: str) -> int:
+    from ptlint.docs import fix_label
+    from ptlint.rule import registry
+
+    rules = list(registry().values())
+    if fmt == "json":
+        print(json.dumps([{
+            "code": r.code, "name": r.name, "message": r.message, "fix": fix_label(r),
+            "default": r.default_enabled, "summary": r.summary(), "url": r.url(),
+        } for r in rules], indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("code", "name", "fix", "default", "summary"):
+        table.add_column(column, overflow="fold")
+    for r in rules:
+        table.add_row(r.code, r.name, fix_label(r), "on" if r.default_enabled else "off",
+                      r.summary())
+    Console(soft_wrap=False, highlight=False).print(table)
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from ptlint.config import ConfigError, find_config, load_config
+    from ptlint.runner import clean
+
+    try:
+        settings = load_config(args.config or find_config(Path.cwd()))
+    except ConfigError as exc:
+        error(str(exc))
+        return 2
+    removed = clean(settings)
+    print("removed the cache" if removed else "no cache to remove", file=sys.stderr)
+    return 0
+
+
+# -- ptlint check ------------------------------------------------------------------
+def _settings(args: argparse.Namespace, anchor: Path):
+    from ptlint.config import find_config, load_config, parse_version
+
+    overrides = {
+        "select": args.select, "extend_select": args.extend_select, "ignore": args.ignore,
+        "fixable": args.fixable, "unfixable": args.unfixable,
+        "unsafe_fixes": args.unsafe_fixes, "output_format": args.output_format,
+        "torch_version": args.torch_version,
+    }
+    config = args.config
+    if config is not None and not config.is_file():
+        from ptlint.config import ConfigError
+
+        raise ConfigError(f"{config}: no such config file")
+    settings = load_config(config or find_config(anchor), overrides)
+    if args.extend_exclude:
+        settings.extend_exclude = [*settings.extend_exclude, *args.extend_exclude]
+    if args.extend_include:
+        settings.extend_include = [*settings.extend_include, *args.extend_include]
+    return settings
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from ptlint.config import ConfigError
+    from ptlint.files import discover
+    from ptlint.runner import Job, Outcome, process_text, run
+
+    paths = args.paths or ["."]
+    stdin = paths == ["-"]
+    anchor = Path(args.stdin_filename or ".") if stdin else Path(paths[0])
+    try:
+        settings = _settings(args, anchor if anchor.exists() else Path.cwd())
+    except ConfigError as exc:
+        error(str(exc))
+        return 2
+    mode = "diff" if args.diff else "fix" if args.fix else "check"
+    job = Job(settings, mode, unsafe=bool(settings.unsafe_fixes), cache=not args.no_cache and not stdin,
+              timings=args.timings)
+    errors: list[str] = []
+    if stdin:
+        outcomes = [_stdin(args, job)]
+    else:
+        if "-" in paths:
+            error("'-' (stdin) cannot be combined with other paths")
+            return 2
+        found = discover(paths, settings)
+        errors.extend(found.errors)
+        outcomes = run(found.files, job, args.jobs)
+    for out in outcomes:
+        errors.extend(out.errors)
+    findings = [f for out in outcomes for f in out.findings]
+    fixed = sum(out.fixed for out in outcomes)
+    stream = sys.stderr if stdin and mode == "fix" else sys.stdout
+
+    if mode == "diff":
+        diffs = [out.diff for out in outcomes if out.diff]
+        sys.stdout.write("".join(diffs))
+        would = sum(out.fixed for out in outcomes if out.diff)
+        if not args.quiet:
+            print(f"Would fix {would} finding{'s' * (would != 1)} in {len(diffs)} "
+                  f"file{'s' * (len(diffs) != 1)}.", file=sys.stderr)
+        for message in errors:
+            error(message)
+        return 2 if errors else 1 if diffs else 0
+
+    if stdin and mode == "fix":
+        out = outcomes[0]
+        sys.stdout.write(out.new_text if out.new_text is not None else (out.text or ""))
+
+    if args.statistics:
+        _statistics(findings, settings, stream, job.unsafe)
+    else:
+        _render(findings, outcomes, settings.output_format, stream)
+    fmt = settings.output_format
+    if not args.quiet and fmt in ("full", "concise") and not args.statistics and (
+        findings or not errors or mode == "fix"
+    ):
+        _summary(findings, fixed, settings, job.unsafe, mode, stream)
+    if args.timings:
+        _timings(outcomes)
+    for message in errors:
+        error(message)
+    if errors:
+        return 2
+    return 0 if not findings or args.exit_zero else 1
+
+
+def _stdin(args: argparse.Namespace, job) -> "Outcome":
+    from ptlint.runner import Outcome, _decode_error, process_text
+    from ptlint.textio import DecodeError, decode
+
+    name = args.stdin_filename or "-"
+    data = sys.stdin.buffer.read()
+    if name.endswith(".ipynb"):
+        from ptlint import notebook
+
+        out = notebook.process(Path(name), data, job, write=False)
+        return out
+    try:
+        source = decode(data)
+    except DecodeError as exc:
+        return Outcome(name, [_decode_error(name, exc)])
+    out = process_text(name, source.text, job)
+    return out
+
+
+def _sources(findings, outcomes) -> dict[str, str]:
+    from ptlint.textio import read_source
+
+    sources = {out.path: out.text for out in outcomes if out.text is not None}
+    for f in findings:
+        if f.path not in sources and f.cell is None:
+            try:
+                sources[f.path] = read_source(Path(f.path)).text
+            except Exception:  # noqa: BLE001 - quoting is best effort
+                sources[f.path] = ""
+    return sources
+
+
+def _render(findings, outcomes, fmt: str, stream) -> None:
+    from ptlint.output import FORMATS
+
+    rendered = FORMATS[fmt](findings, _sources(findings, outcomes) if fmt in ("full", "gitlab") else {})
+    if fmt == "full":
+        if findings:
+            from rich.console import Console
+
+            Console(file=stream, soft_wrap=True, highlight=False).print(rendered)
+    else:
+        stream.write(rendered)
+
+
+def _fixable(findings, settings, unsafe: bool) -> int:
+    return sum(1 for f in findings if f.fix is not None
+               and settings.fix_allowed(f.code, f.fix.safety, unsafe=unsafe))
+
+
+def _summary(findings, fixed: int, settings, unsafe: bool, mode: str, stream) -> None:
+    n = len(findings)
+    parts = []
+    if mode == "fix":
+        parts.append(f"Fixed {fixed} finding{'s' * (fixed != 1)}, {n} remaining.")
+    elif n:
+        parts.append(f"Found {n} finding{'s' * (n != 1)}.")
+    else:
+        parts.append("All checks passed!")
+    fixable = _fixable(findings, settings, unsafe) if mode != "fix" else 0
+    if fixable:
+        parts.append(f"[*] {fixable} fixable with `ptlint --fix`.")
+    hidden = 0 if unsafe else _fixable(findings, settings, True) - _fixable(findings, settings, False)
+    if hidden:
+        parts.append(f"{hidden} more fixable with `--fix --unsafe-fixes`.")
+    print("\n".join(parts), file=stream)
+
+
+def _statistics(findings, settings, stream, unsafe: bool) -> None:
+    counts = Counter(f.code for f in findings)
+    names = {f.code: f.name for f in findings}
+    fixable = {f.code for f in findings if f.fix and settings.fix_allowed(f.code, f.fix.safety, unsafe=unsafe)}
+    rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    if settings.output_format == "json":
+        stream.write(json.dumps([{"code": c, "name": names[c], "count": n, "fixable": c in fixable}
+                                 for c, n in rows], indent=2) + "\n")
+        return
+    width = max((len(str(n)) for _, n in rows), default=1)
+    for code, n in rows:
+        stream.write(f"{n:>{width}}\t{code}\t[{'*' if code in fixable else ' '}] {names[code]}\n")
+
+
+def _timings(outcomes) -> None:
+    total: Counter[str] = Counter()
+    for out in outcomes:
+        total.update(out.timings)
+    print("timings (seconds, summed over processes):", file=sys.stderr)
+    for key, seconds in sorted(total.items(), key=lambda kv: -kv[1]):
+        print(f"  {seconds:9.3f}  {key}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

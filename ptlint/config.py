@@ -1,0 +1,265 @@
+"""`[tool.ptlint]` configuration: discovery, validation and rule selection."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pathspec
+
+from ptlint.model import Safety
+from ptlint.rule import Rule, registry
+
+DEFAULT_EXCLUDE = (
+    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".mypy_cache", ".pytest_cache",
+    ".ruff_cache", ".ptlint_cache", "build", "dist", "__pycache__", "node_modules",
+    "site-packages", ".ipynb_checkpoints", ".eggs", "*.egg-info",
+)
+DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
+OUTPUT_FORMATS = ("full", "concise", "json", "sarif", "github", "gitlab")
+SAFETY_KEYS = {"safe": Safety.SAFE, "unsafe": Safety.UNSAFE}
+
+
+class ConfigError(Exception):
+    """A configuration the user must correct; the message names the file and key."""
+
+
+@dataclass
+class Settings:
+    select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
+    extend_exclude: list[str] = field(default_factory=list)
+    include: list[str] = field(default_factory=lambda: list(DEFAULT_INCLUDE))
+    extend_include: list[str] = field(default_factory=list)
+    fixable: list[str] = field(default_factory=lambda: ["ALL"])
+    unfixable: list[str] = field(default_factory=list)
+    unsafe_fixes: bool = False
+    extend_safe_fixes: list[str] = field(default_factory=list)
+    extend_unsafe_fixes: list[str] = field(default_factory=list)
+    output_format: str = "full"
+    torch_version: Any = None  # packaging Version; None: installed torch, else newest known
+    respect_gitignore: bool = True
+    cache_dir: str = ".ptlint_cache"
+    root: Path = field(default_factory=Path.cwd)  # the folder of the config file (or cwd)
+    config_path: Path | None = None
+
+    # -- selection --------------------------------------------------------------
+    @cached_property
+    def enabled_codes(self) -> frozenset[str]:
+        rules = registry()
+        if self.select is None:
+            chosen = {c for c, r in rules.items() if r.default_enabled}
+        else:
+            chosen = set(expand(self.select, "select"))
+        chosen |= set(expand(self.extend_select, "extend-select"))
+        chosen -= set(expand(self.ignore, "ignore"))
+        return frozenset(chosen)
+
+    @cached_property
+    def rules(self) -> list[type[Rule]]:
+        return [r for c, r in registry().items() if c in self.enabled_codes and self._version_ok(r)]
+
+    @cached_property
+    def _per_file(self) -> list[tuple[pathspec.PathSpec, frozenset[str]]]:
+        return [
+            (pathspec.PathSpec.from_lines("gitwildmatch", [glob]),
+             frozenset(expand(codes, f"per-file-ignores.{glob}", allow_syntax=True)))
+            for glob, codes in self.per_file_ignores.items()
+        ]
+
+    def _ignored_for(self, path: str) -> frozenset[str]:
+        if not self._per_file:
+            return frozenset()
+        rel = _relative(path, self.root)
+        out: set[str] = set()
+        for spec, codes in self._per_file:
+            if spec.match_file(rel):
+                out |= codes
+        return frozenset(out)
+
+    def rules_for(self, path: str) -> list[type[Rule]]:
+        ignored = self._ignored_for(path)
+        return [r for r in self.rules if r.code not in ignored]
+
+    def is_enabled(self, code: str, path: str) -> bool:
+        if code == "PTL000":
+            return code not in self._ignored_for(path) and "PTL000" not in set(
+                expand(self.ignore, "ignore", allow_syntax=True)
+            )
+        return code in self.enabled_codes and code not in self._ignored_for(path)
+
+    def _version_ok(self, rule: type[Rule]) -> bool:
+        if rule.torch_versions is None or self.torch_version is None:
+            return True
+        from packaging.specifiers import SpecifierSet
+
+        return SpecifierSet(rule.torch_versions).contains(self.torch_version, prereleases=True)
+
+    # -- fixing -----------------------------------------------------------------
+    def safety_for(self, code: str, safety: Safety | None) -> Safety:
+        if code in set(expand(self.extend_safe_fixes, "extend-safe-fixes")):
+            return Safety.SAFE
+        if code in set(expand(self.extend_unsafe_fixes, "extend-unsafe-fixes")):
+            return Safety.UNSAFE
+        return safety or Safety.DISPLAY_ONLY
+
+    def fix_allowed(self, code: str, safety: Safety, *, unsafe: bool) -> bool:
+        if safety is Safety.DISPLAY_ONLY or (safety is Safety.UNSAFE and not unsafe):
+            return False
+        if code in set(expand(self.unfixable, "unfixable")):
+            return False
+        return code in set(expand(self.fixable, "fixable"))
+
+    @cached_property
+    def _exclude(self) -> pathspec.PathSpec:
+        return pathspec.PathSpec.from_lines("gitwildmatch", [*self.exclude, *self.extend_exclude])
+
+    def excluded(self, path: Path) -> bool:
+        rel = _relative(str(path), self.root)
+        return self._exclude.match_file(rel) or self._exclude.match_file(path.name)
+
+    def fingerprint(self) -> str:
+        """What the cache key must change with."""
+        return repr((sorted(self.enabled_codes), sorted(self.per_file_ignores.items()),
+                     str(self.torch_version), self.extend_safe_fixes, self.extend_unsafe_fixes))
+
+
+def _relative(path: str, root: Path) -> str:
+    p = Path(path)
+    try:
+        return p.resolve().relative_to(root.resolve()).as_posix()
+    except (ValueError, OSError):
+        return p.as_posix()
+
+
+def expand(selectors: list[str], key: str, *, allow_syntax: bool = False) -> list[str]:
+    """Codes matched by `ALL`, exact codes, prefixes (`PTL1`) or rule names."""
+    rules = registry()
+    out: list[str] = []
+    for selector in selectors:
+        sel = selector.strip()
+        upper = sel.upper()
+        if upper == "ALL":
+            out.extend(rules)
+            continue
+        if allow_syntax and upper == "PTL000":
+            out.append("PTL000")
+            continue
+        matched = [c for c, r in rules.items() if c.startswith(upper) or r.name == sel]
+        if upper and "PTL000".startswith(upper):
+            matched.append("PTL000")
+        if not matched:
+            raise ConfigError(f"unknown rule selector {selector!r} in {key}")
+        out.extend(matched)
+    return out
+
+
+_KEYS = {f.name.replace("_", "-"): f.name for f in fields(Settings)
+         if f.name not in ("root", "config_path")}
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest `ptlint.toml`, or `pyproject.toml` with a `[tool.ptlint]` table."""
+    start = start.resolve()
+    for folder in [start, *start.parents] if start.is_dir() else list(start.parents):
+        candidate = folder / "ptlint.toml"
+        if candidate.is_file():
+            return candidate
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
+                return candidate  # let load_config report it
+            if "ptlint" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> Settings:
+    """Settings from `path` (or defaults), then command-line overrides."""
+    settings = Settings()
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        table = data if path.name == "ptlint.toml" else data.get("tool", {}).get("ptlint", {})
+        for key, value in table.items():
+            if key not in _KEYS:
+                raise ConfigError(f"{path}: unknown key {key!r} in [tool.ptlint]"
+                                  if path.name != "ptlint.toml" else f"{path}: unknown key {key!r}")
+            _set(settings, _KEYS[key], value, f"{path}: {key}")
+        settings.root = path.parent.resolve()
+        settings.config_path = path
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            _set(settings, name, value, f"--{name.replace('_', '-')}")
+    validate(settings)
+    return settings
+
+
+def _set(settings: Settings, name: str, value: Any, where: str) -> None:
+    default = getattr(Settings(), name)
+    if name == "torch_version":
+        value = parse_version(str(value), where)
+    elif name == "per_file_ignores":
+        if not isinstance(value, dict) or not all(
+            isinstance(v, list) and all(isinstance(c, str) for c in v) for v in value.values()
+        ):
+            raise ConfigError(f"{where}: expected a table of glob = [codes]")
+    elif name == "select" or isinstance(default, list):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where}: expected a list of strings")
+    elif isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false")
+    elif isinstance(default, str) and not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string")
+    setattr(settings, name, value)
+
+
+def parse_version(text: str, where: str) -> Any:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise ConfigError(f"{where}: invalid torch version {text!r}") from None
+
+
+def validate(settings: Settings) -> None:
+    if settings.output_format not in OUTPUT_FORMATS:
+        raise ConfigError(
+            f"unknown output format {settings.output_format!r} "
+            f"(choose from {', '.join(OUTPUT_FORMATS)})"
+        )
+    for key in ("select", "extend_select", "ignore", "fixable", "unfixable",
+                "extend_safe_fixes", "extend_unsafe_fixes"):
+        expand(getattr(settings, key) or [], key.replace("_", "-"), allow_syntax=True)
+    settings._per_file  # validates the codes  # noqa: B018
+    settings.enabled_codes  # noqa: B018
+    if settings.torch_version is None:
+        settings.torch_version = installed_torch_version()
+
+
+# The newest torch release the deprecation tables know about.
+NEWEST_KNOWN_TORCH = "2.13"
+
+
+def installed_torch_version() -> Any:
+    """The installed torch's version, read from its metadata (torch is never imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+    from packaging.version import Version
+
+    try:
+        return Version(Version(version("torch")).base_version)
+    except PackageNotFoundError:
+        return Version(NEWEST_KNOWN_TORCH)

@@ -1,0 +1,115 @@
+"""Which files to lint: walk the given paths, honouring .gitignore and excludes."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pathspec
+
+from ptlint.config import Settings
+
+
+@dataclass
+class Discovery:
+    files: list[Path] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _git_root(folder: Path) -> Path | None:
+    for parent in [folder, *folder.parents]:
+        if (parent / ".git").exists():
+            return parent
+    return None
+
+
+def _gitignore(folder: Path) -> pathspec.PathSpec | None:
+    try:
+        lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+class _Ignores:
+    """The .gitignore files that apply to a folder, from the repository root down."""
+
+    def __init__(self) -> None:
+        self.cache: dict[Path, list[tuple[Path, pathspec.PathSpec]]] = {}
+
+    def for_folder(self, folder: Path) -> list[tuple[Path, pathspec.PathSpec]]:
+        if folder in self.cache:
+            return self.cache[folder]
+        root = _git_root(folder)
+        if root is None:
+            specs: list[tuple[Path, pathspec.PathSpec]] = []
+        elif folder == root or folder.parent == folder:
+            specs = []
+        else:
+            specs = list(self.for_folder(folder.parent))
+        if root is not None:
+            spec = _gitignore(folder)
+            if spec is not None:
+                specs = [*specs, (folder, spec)]
+        self.cache[folder] = specs
+        return specs
+
+    def ignored(self, path: Path, is_dir: bool) -> bool:
+        for base, spec in self.for_folder(path.parent):
+            rel = path.relative_to(base).as_posix() + ("/" if is_dir else "")
+            if spec.match_file(rel):
+                return True
+        return False
+
+
+def discover(paths: list[str], settings: Settings) -> Discovery:
+    found = Discovery()
+    seen: set[Path] = set()
+    patterns = [*settings.include, *settings.extend_include]
+    ignores = _Ignores()
+
+    def add(path: Path) -> None:
+        key = path.resolve()
+        if key not in seen:
+            seen.add(key)
+            found.files.append(path)
+
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            add(path)  # named explicitly: always linted
+            continue
+        if not path.is_dir():
+            found.errors.append(f"{raw}: no such file or directory")
+            continue
+        for folder, dirnames, filenames in os.walk(path, onerror=_collect(found, raw)):
+            here = Path(folder).absolute()
+            keep = []
+            for name in sorted(dirnames):
+                sub = here / name
+                if settings.excluded(sub) or (
+                    settings.respect_gitignore and ignores.ignored(sub, True)
+                ):
+                    continue
+                keep.append(name)
+            dirnames[:] = keep
+            for name in sorted(filenames):
+                if not any(fnmatch(name, p) for p in patterns):
+                    continue
+                full = here / name
+                if settings.excluded(full) or (
+                    settings.respect_gitignore and ignores.ignored(full, False)
+                ):
+                    continue
+                if not full.is_file():  # a dangling symlink
+                    continue
+                add(Path(folder) / name)
+    return found
+
+
+def _collect(found: Discovery, raw: str):
+    def onerror(exc: OSError) -> None:
+        found.errors.append(f"{exc.filename or raw}: cannot read folder: {exc.strerror}")
+
+    return onerror

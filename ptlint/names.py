@@ -1,0 +1,210 @@
+"""Light, single-pass name resolution for rules.
+
+Full scope analysis (LibCST's ``ScopeProvider``/``QualifiedNameProvider``)
+costs several times the parse. Rules only need to know what an imported name
+refers to (``import torch as T``, ``from torch.nn import DataParallel as DP``,
+``nn = torch.nn``) and whether a local binding shadows it, so this resolver
+tracks scopes and bindings during the same batched traversal the rules use.
+It runs as the first visitor on entry and the last on exit, so every rule sees
+the scope of the node it is looking at.
+"""
+from __future__ import annotations
+
+import builtins
+from typing import Iterator
+
+import libcst as cst
+
+_BUILTINS = frozenset(dir(builtins))
+_LOCAL = ""  # a binding that is not an import: shadows whatever was imported
+
+
+class _Scope:
+    __slots__ = ("bindings", "is_class")
+
+    def __init__(self, is_class: bool = False) -> None:
+        self.bindings: dict[str, str] = {}
+        self.is_class = is_class
+
+
+def dotted(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` as text, or None when the chain holds anything but names."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def _target_names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for el in target.elements:
+            yield from _target_names(el.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _target_names(target.value)
+
+
+def _import_module(node: cst.ImportFrom) -> str | None:
+    if node.relative or node.module is None:
+        return None
+    return dotted(node.module)
+
+
+class NameResolver(cst.BatchableCSTVisitor):
+    """Scope stack plus the visit/leave hooks that maintain it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scopes: list[_Scope] = [_Scope()]
+
+    # -- queries -------------------------------------------------------
+    def lookup(self, name: str) -> str | None:
+        innermost = self.scopes[-1]
+        for scope in reversed(self.scopes):
+            if scope.is_class and scope is not innermost:
+                continue  # class bodies are not visible from nested functions
+            found = scope.bindings.get(name)
+            if found is not None:
+                return found or None
+        if name in _BUILTINS:
+            return f"builtins.{name}"
+        return None
+
+    def qualified_name(self, node: cst.CSTNode) -> str | None:
+        """The fully qualified name `node` refers to, or None.
+
+        Never looks through calls: `torch.nn.Linear(3, 3).cuda` has none.
+        """
+        if isinstance(node, cst.Call):
+            node = node.func
+        parts = []
+        while isinstance(node, cst.Attribute):
+            parts.append(node.attr.value)
+            node = node.value
+        if not isinstance(node, cst.Name):
+            return None
+        base = self.lookup(node.value)
+        if base is None:
+            return None
+        parts.append(base)
+        return ".".join(reversed(parts))
+
+    # -- bindings ------------------------------------------------------
+    def bind(self, name: str, qualified: str = _LOCAL) -> None:
+        bindings = self.scopes[-1].bindings
+        if qualified == _LOCAL and bindings.get(name) and len(self.scopes) == 1:
+            # `try: import torch` / `except ImportError: torch = None` keeps the import
+            return
+        bindings[name] = qualified
+
+    def _push(self, is_class: bool = False) -> None:
+        self.scopes.append(_Scope(is_class))
+
+    def _bind_params(self, params: cst.Parameters) -> None:
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            self.bind(param.name.value)
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                self.bind(star.name.value)
+
+    # -- entry hooks (run before every rule) ---------------------------
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = dotted(alias.name)
+            if full is None:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.bind(alias.asname.name.value, full)
+            else:
+                head = full.split(".", 1)[0]
+                self.bind(head, head)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        module = _import_module(node)
+        if isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            name = dotted(alias.name)
+            if name is None:
+                continue
+            local = name
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self.bind(local, f"{module}.{name}" if module else _LOCAL)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        alias = None
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            # `nn = torch.nn` / `F = torch.nn.functional`: a module alias
+            if isinstance(node.value, (cst.Name, cst.Attribute)):
+                alias = self.qualified_name(node.value)
+        for target in node.targets:
+            for name in _target_names(target.target):
+                self.bind(name, alias or _LOCAL)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            for name in _target_names(node.target):
+                self.bind(name)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        for name in _target_names(node.target):
+            self.bind(name)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        for name in _target_names(node.target):
+            self.bind(name)
+
+    def visit_For(self, node: cst.For) -> None:
+        for name in _target_names(node.target):
+            self.bind(name)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            for name in _target_names(node.asname.name):
+                self.bind(name)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        if node.name is not None and isinstance(node.name.name, cst.Name):
+            self.bind(node.name.name.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.bind(node.name.value)
+        self._push()
+        self._bind_params(node.params)
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self._push()
+        self._bind_params(node.params)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.bind(node.name.value)
+        self._push(is_class=True)
+
+    def _visit_comprehension(self, node: cst.CSTNode) -> None:
+        self._push()
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        for name in _target_names(node.target):
+            self.bind(name)
+
+
+class ScopeExit(cst.BatchableCSTVisitor):
+    """The leave hooks of the resolver; the engine runs them after every rule."""
+
+    def __init__(self, resolver: NameResolver) -> None:
+        super().__init__()
+        self.resolver = resolver
+
+    def _pop(self, node: cst.CSTNode) -> None:
+        self.resolver.scopes.pop()
+
+    leave_FunctionDef = leave_Lambda = leave_ClassDef = _pop
+    leave_ListComp = leave_SetComp = leave_DictComp = leave_GeneratorExp = _pop

@@ -1,0 +1,31 @@
+"""GitLab Code Quality report: fingerprints hash the path, code and line text."""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Mapping
+
+from ptlint.model import Finding
+from ptlint.textio import line_starts, line_text
+
+
+def render(findings: list[Finding], sources: Mapping[str, str]) -> str:
+    out = []
+    seen: dict[str, int] = {}
+    starts: dict[str, list[int]] = {}
+    for f in findings:
+        text = sources.get(f.path, "")
+        line = line_text(text, starts.setdefault(f.path, line_starts(text)), f.span.start.line)
+        base = hashlib.sha256(f"{f.path}\0{f.code}\0{f.cell}\0{line.strip()}".encode()).hexdigest()
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        fingerprint = base if n == 0 else hashlib.sha256(f"{base}{n}".encode()).hexdigest()
+        out.append({
+            "description": f"{f.code} {f.message}",
+            "check_name": f.code,
+            "fingerprint": fingerprint,
+            "severity": "major" if f.code[3] == "0" else "minor",
+            "location": {"path": f.path, "lines": {"begin": f.span.start.line,
+                                                    "end": f.span.end.line}},
+        })
+    return json.dumps(out, indent=2) + "\n"

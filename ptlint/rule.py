@@ -1,0 +1,195 @@
+"""The rule base class and the registry built from `ptlint.rules`."""
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import pkgutil
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Sequence
+
+import libcst as cst
+
+from ptlint.model import Safety
+
+if TYPE_CHECKING:
+    from ptlint.names import NameResolver
+
+DOCS_URL = "https://github.com/ptlint/ptlint/blob/main/docs/rules.md#{code}"
+
+
+@dataclass
+class Report:
+    """What a rule said about one node; the engine turns it into a `Finding`."""
+
+    rule: "Rule"
+    node: cst.CSTNode
+    message: str
+    edits: tuple[tuple[cst.CSTNode, cst.CSTNode | None], ...] = ()
+    safety: Safety | None = None
+    imports: tuple[str, ...] = ()
+    fix_title: str | None = None
+
+
+@dataclass
+class Context:
+    """What a rule may know about the file besides its tree."""
+
+    path: str
+    source: str
+    names: "NameResolver"
+    torch_version: object | None = None  # packaging.version.Version
+    timings: dict[str, float] | None = None  # per-rule seconds, when --timings asks
+    reports: list[Report] = field(default_factory=list)
+
+
+def _kebab(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", name).lower()
+
+
+class Rule(cst.BatchableCSTVisitor):
+    """Base class of every rule: a batchable LibCST visitor.
+
+    Subclasses set the class attributes below and report with `self.report`.
+    The class docstring is the rule's documentation.
+    """
+
+    code: ClassVar[str]
+    message: ClassVar[str]
+    fix_title: ClassVar[str | None] = None
+    fix_safety: ClassVar[Safety | None] = None
+    default_enabled: ClassVar[bool] = True
+    tags: ClassVar[tuple[str, ...]] = ()
+    # The file is only parsed for this rule when it contains one of these strings.
+    requires_text: ClassVar[tuple[str, ...]] = ()
+    # PEP 440 specifier the target torch version must satisfy for the rule to run.
+    torch_versions: ClassVar[str | None] = None
+    name: ClassVar[str]
+    failed: "RuleError | None" = None
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name = _kebab(cls.__name__)
+
+    def __init__(self, context: Context) -> None:
+        super().__init__()
+        self.context = context
+
+    # -- helpers for subclasses ---------------------------------------------
+    def qualified_name(self, node: cst.CSTNode) -> str | None:
+        """What `node` (a name, attribute chain, or the callee of a call) refers to."""
+        return self.context.names.qualified_name(node)
+
+    def is_name(self, node: cst.CSTNode, *qualified: str) -> bool:
+        return self.context.names.qualified_name(node) in qualified
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        *,
+        message: str | None = None,
+        replacement: cst.CSTNode | None = None,
+        edits: Iterable[tuple[cst.CSTNode, cst.CSTNode | None]] = (),
+        safety: Safety | None = None,
+        imports: Sequence[str] = (),
+        fix_title: str | None = None,
+    ) -> None:
+        """Report `node`; `replacement` (or `edits`, pairs of old and new node,
+        new None to delete) make it fixable."""
+        pairs = tuple(edits)
+        if replacement is not None:
+            pairs = ((node, replacement), *pairs)
+        if pairs and self.fix_safety is None:
+            raise TypeError(f"{self.code} declares no fix_safety but reported a fix")
+        self.context.reports.append(
+            Report(
+                rule=self,
+                node=node,
+                message=message or self.message,
+                edits=pairs,
+                safety=safety or self.fix_safety,
+                imports=tuple(imports),
+                fix_title=fix_title or self.fix_title,
+            )
+        )
+
+    # -- documentation ------------------------------------------------------
+    @classmethod
+    def documentation(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def url(cls) -> str:
+        return DOCS_URL.format(code=cls.code.lower())
+
+    @classmethod
+    def doc_section(cls, heading: str) -> str | None:
+        """The text under `## heading` of the docstring, or None."""
+        match = re.search(
+            rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", cls.documentation(), re.S | re.M
+        )
+        return match.group(1).strip() if match else None
+
+    @classmethod
+    def summary(cls) -> str:
+        text = cls.doc_section("What it does") or cls.message
+        return " ".join(text.split("\n\n", 1)[0].split())
+
+    # -- isolation: a rule that raises must not take the others down ---------
+    def get_visitors(self) -> dict[str, Callable[[cst.CSTNode], None]]:
+        visitors = super().get_visitors()
+        return {name: _guarded(self, fn) for name, fn in visitors.items()}
+
+
+class RuleError(Exception):
+    """A rule raised while visiting a file."""
+
+    def __init__(self, code: str, original: BaseException) -> None:
+        super().__init__(f"{code}: {type(original).__name__}: {original}")
+        self.code = code
+        self.original = original
+
+
+def _guarded(rule: Rule, fn: Callable[[cst.CSTNode], None]) -> Callable[[cst.CSTNode], None]:
+    timings = rule.context.timings
+    clock = time.perf_counter
+    key = f"rule {rule.code}"
+
+    def call(node: cst.CSTNode) -> None:
+        if rule.failed is not None:
+            return
+        started = clock() if timings is not None else 0.0
+        try:
+            fn(node)
+        except RecursionError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported as an internal error
+            rule.failed = RuleError(rule.code, exc)
+        if timings is not None:
+            timings[key] = timings.get(key, 0.0) + clock() - started
+
+    return call
+
+
+
+@functools.cache
+def registry() -> dict[str, type[Rule]]:
+    """Every rule in `ptlint.rules`, by code, in code order."""
+    import ptlint.rules as package
+
+    found: dict[str, type[Rule]] = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for obj in vars(module).values():
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, Rule)
+                and obj.__module__ == module.__name__
+                and getattr(obj, "code", None)
+            ):
+                if obj.code in found:
+                    raise RuntimeError(f"duplicate rule code {obj.code}")
+                found[obj.code] = obj
+    return dict(sorted(found.items()))

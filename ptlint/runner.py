@@ -1,0 +1,196 @@
+"""Lint or fix many files: parallel across cores, cached by content, stable order."""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import multiprocessing
+import os
+import pickle
+import shutil
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ptlint import __version__
+from ptlint.config import Settings
+from ptlint.engine import LintResult, fix_text, lint_text
+from ptlint.model import SYNTAX_ERROR, Finding, Position, Span
+from ptlint.textio import DecodeError, Source, decode, encode, write_atomic
+
+Mode = Literal["check", "fix", "diff"]
+
+
+@dataclass
+class Outcome:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    text: str | None = None  # the text the findings refer to (after fixing)
+    fixed: int = 0
+    diff: str | None = None
+    new_text: str | None = None  # stdin with --fix: what to print
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Job:
+    settings: Settings
+    mode: Mode = "check"
+    unsafe: bool = False
+    cache: bool = True
+    timings: bool = False
+
+
+def _decode_error(path: str, exc: DecodeError) -> Finding:
+    code, name = SYNTAX_ERROR
+    at = Position(exc.line, 0)
+    return Finding(path, code, name, f"SyntaxError: {exc}", Span(at, at))
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    return "".join(difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True),
+        fromfile=f"a/{path}", tofile=f"b/{path}",
+    ))
+
+
+def process_text(path: str, text: str, job: Job) -> Outcome:
+    """Lint (or fix) one module's text; the notebook and stdin paths share this."""
+    timings: dict[str, float] | None = {} if job.timings else None
+    if job.mode == "check":
+        result = lint_text(text, path, job.settings, timings=timings)
+        return Outcome(path, result.findings, result.errors, text, timings=timings or {})
+    fixed = fix_text(text, path, job.settings, unsafe=job.unsafe)
+    out = Outcome(path, fixed.result.findings, fixed.result.errors, fixed.text,
+                  fixed=fixed.applied, timings=timings or {})
+    if fixed.text != text:
+        out.new_text = fixed.text
+        if job.mode == "diff":
+            out.diff = unified_diff(path, text, fixed.text)
+            out.text = text
+            out.findings = lint_text(text, path, job.settings).findings
+    return out
+
+
+class Cache:
+    """Results keyed by file content, ptlint version and effective settings.
+
+    One small file per entry, written atomically, so concurrent runs can share it.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.folder = settings.root / settings.cache_dir / __version__
+        self.salt = f"{__version__}\0{settings.fingerprint()}".encode()
+
+    def key(self, path: str, data: bytes) -> str:
+        return hashlib.sha256(self.salt + path.encode() + b"\0" + data).hexdigest()
+
+    def get(self, key: str) -> list[Finding] | None:
+        try:
+            with open(self.folder / key[:2] / key, "rb") as handle:
+                return pickle.load(handle)
+        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
+            return None
+
+    def put(self, key: str, findings: list[Finding]) -> None:
+        folder = self.folder / key[:2]
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            top = self.folder.parent
+            if not (top / ".gitignore").exists():
+                (top / ".gitignore").write_text("# created by ptlint\n*\n")
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as handle:
+                pickle.dump(findings, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, folder / key)
+        except OSError:
+            pass  # a cache that cannot be written is only slower
+
+
+def clean(settings: Settings) -> bool:
+    folder = settings.root / settings.cache_dir
+    if folder.is_dir():
+        shutil.rmtree(folder, ignore_errors=True)
+        return True
+    return False
+
+
+def process_file(path: Path, job: Job) -> Outcome:
+    name = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return Outcome(name, errors=[f"{name}: cannot read: {exc.strerror or exc}"])
+    if path.suffix == ".ipynb":
+        from ptlint import notebook
+
+        return notebook.process(path, data, job)
+    cache = Cache(job.settings) if job.cache else None
+    key = cache.key(name, data) if cache else ""
+    cached = cache.get(key) if cache else None
+    if cached is not None and (job.mode == "check" or not any(
+        f.fix and job.settings.fix_allowed(f.code, f.fix.safety, unsafe=job.unsafe)
+        for f in cached
+    )):
+        return Outcome(name, cached, text=None)
+    try:
+        source = decode(data)
+    except DecodeError as exc:
+        return Outcome(name, [_decode_error(name, exc)] if job.settings.is_enabled("PTL000", name) else [])
+    out = process_text(name, source.text, job)
+    if cache and not out.errors and out.new_text is None:
+        cache.put(key, out.findings)
+    if job.mode == "fix" and out.new_text is not None:
+        write_fixed(path, source, out)
+    return out
+
+
+def write_fixed(path: Path, source: Source, out: Outcome) -> None:
+    name = str(path)
+    if not os.access(path, os.W_OK):
+        out.errors.append(f"{name}: file is read-only; {out.fixed} fix(es) not written")
+        out.fixed = 0
+        return
+    try:
+        data = encode(source, out.new_text or "")
+    except UnicodeEncodeError:
+        out.errors.append(f"{name}: fixed text cannot be encoded as {source.encoding}; not written")
+        out.fixed = 0
+        return
+    try:
+        write_atomic(path, data)
+    except OSError as exc:
+        out.errors.append(f"{name}: cannot write: {exc.strerror or exc}")
+        out.fixed = 0
+
+
+_JOB: Job | None = None
+
+
+def _work(path: Path) -> Outcome:
+    assert _JOB is not None
+    return _safe(path, _JOB)
+
+
+def _safe(path: Path, job: Job) -> Outcome:
+    try:
+        return process_file(path, job)
+    except RecursionError:
+        return Outcome(str(path), errors=[f"{path}: too deeply nested; file skipped"])
+    except Exception as exc:  # noqa: BLE001 - one line per file, the run goes on
+        return Outcome(str(path), errors=[f"{path}: internal error: {type(exc).__name__}: {exc}"])
+
+
+def run(files: list[Path], job: Job, jobs: int | None = None) -> list[Outcome]:
+    """Process every file; results come back in the order of `files`."""
+    jobs = jobs or os.cpu_count() or 1
+    if jobs <= 1 or len(files) < 4:
+        return [_safe(path, job) for path in files]
+    global _JOB
+    _JOB = job
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=context) as pool:
+        chunk = max(1, min(32, len(files) // (jobs * 8)))
+        return list(pool.map(_work, files, chunksize=chunk))

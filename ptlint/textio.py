@@ -1,0 +1,92 @@
+"""Reading and writing source files without losing a byte we should not touch."""
+from __future__ import annotations
+
+import io
+import os
+import re
+import tempfile
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True)
+class Source:
+    text: str  # decoded, BOM removed, line endings untouched
+    encoding: str  # as Python would decode it (PEP 263 cookie or UTF-8)
+    bom: bool
+
+
+class DecodeError(Exception):
+    """The file is not text in the encoding it declares."""
+
+    def __init__(self, message: str, line: int = 1) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def decode(data: bytes) -> Source:
+    """Decode bytes as the Python interpreter would (BOM, coding cookie, UTF-8)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        raise DecodeError(str(exc), getattr(exc, "lineno", None) or 1) from None
+    bom = encoding == "utf-8-sig"
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DecodeError(
+            f"not valid {encoding.removesuffix('-sig')} at byte {exc.start}: {exc.reason}", line
+        ) from None
+    return Source(text=text, encoding="utf-8" if bom else encoding, bom=bom)
+
+
+def read_source(path: Path) -> Source:
+    return decode(path.read_bytes())
+
+
+def encode(source: Source, text: str) -> bytes:
+    data = text.encode(source.encoding)
+    return (b"\xef\xbb\xbf" + data) if source.bom else data
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` in one rename, keeping its permission bits.
+
+    A temporary file in the same folder is written, synced and renamed over the
+    original, so an interrupt leaves either the old or the new file, never half
+    of one; the temporary file is removed if anything goes wrong.
+    """
+    mode = path.stat().st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".ptlint-tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def line_starts(text: str) -> list[int]:
+    """Offsets at which each line starts (index 0 is line 1), counting \\r\\n, \\r and \\n
+    as line breaks like the tokenizer does (a form feed is not one)."""
+    return [0, *(m.end() for m in _NEWLINE.finditer(text))]
+
+
+def line_text(text: str, starts: list[int], line: int) -> str:
+    """Line `line` (1-based) without its line break."""
+    if line - 1 >= len(starts):
+        return ""
+    start = starts[line - 1]
+    end = starts[line] if line < len(starts) else len(text)
+    return text[start:end].rstrip("\r\n")

@@ -1,0 +1,1 @@
+"""Rules: one per file, registered automatically."""
