@@ -45,7 +45,7 @@ class Job:
 
 def _decode_error(path: str, exc: DecodeError) -> Finding:
     code, name = SYNTAX_ERROR
-    at = Position(exc.line, 0)
+    at = Position(exc.line, exc.column)
     return Finding(path, code, name, f"SyntaxError: {exc}", Span(at, at))
 
 

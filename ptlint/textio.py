@@ -22,9 +22,21 @@ class Source:
 class DecodeError(Exception):
     """The file is not text in the encoding it declares."""
 
-    def __init__(self, message: str, line: int = 1) -> None:
+    def __init__(self, message: str, line: int = 1, column: int = 0) -> None:
         super().__init__(message)
         self.line = line
+        self.column = column  # 0-based, in bytes of the line
+
+
+def _undecodable(data: bytes, encoding: str, exc: UnicodeDecodeError) -> DecodeError:
+    line_start = data.rfind(b"\n", 0, exc.start) + 1
+    line = data.count(b"\n", 0, exc.start) + 1
+    bad = data[exc.start:exc.start + 1].hex()
+    return DecodeError(
+        f"not valid {encoding.removesuffix('-sig')}: byte 0x{bad} at line {line}, "
+        f"column {exc.start - line_start + 1} ({exc.reason})",
+        line, exc.start - line_start,
+    )
 
 
 def decode(data: bytes) -> Source:
@@ -32,15 +44,22 @@ def decode(data: bytes) -> Source:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
+        if "invalid or missing encoding declaration" in str(exc):
+            # No cookie and the first lines are not UTF-8: say where, and how to declare one.
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                error = _undecodable(data, "utf-8", bad)
+                raise DecodeError(f"{error} and no PEP 263 coding comment declares another "
+                                  "encoding", error.line, error.column) from None
         raise DecodeError(str(exc), getattr(exc, "lineno", None) or 1) from None
     bom = encoding == "utf-8-sig"
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise DecodeError(
-            f"not valid {encoding.removesuffix('-sig')} at byte {exc.start}: {exc.reason}", line
-        ) from None
+        raise _undecodable(data, encoding, exc) from None
+    except (LookupError, UnicodeError) as exc:  # a cookie naming a codec that is not a text encoding
+        raise DecodeError(f"cannot decode as {encoding}: {exc}", 1) from None
     return Source(text=text, encoding="utf-8" if bom else encoding, bom=bom)
 
 
