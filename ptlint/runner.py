@@ -17,7 +17,7 @@ from ptlint import __version__
 from ptlint.config import Settings
 from ptlint.engine import LintResult, fix_text, lint_text
 from ptlint.model import SYNTAX_ERROR, Finding, Position, Span
-from ptlint.textio import DecodeError, Source, decode, encode, write_atomic
+from ptlint.textio import DecodeError, Source, decode, encode, signals_deferred, write_atomic
 
 Mode = Literal["check", "fix", "diff"]
 
@@ -101,11 +101,16 @@ class Cache:
             top = self.folder.parent
             if not (top / ".gitignore").exists():
                 (top / ".gitignore").write_text("# created by ptlint\n*\n")
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as handle:
-                pickle.dump(findings, handle, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, folder / key)
-        except OSError:
+            with signals_deferred():
+                fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+                try:
+                    with os.fdopen(fd, "wb") as handle:
+                        pickle.dump(findings, handle, protocol=pickle.HIGHEST_PROTOCOL)
+                    os.replace(tmp, folder / key)
+                except BaseException:
+                    os.unlink(tmp)
+                    raise
+        except (OSError, pickle.PickleError):
             pass  # a cache that cannot be written is only slower
 
 
@@ -149,7 +154,11 @@ def process_file(path: Path, job: Job) -> Outcome:
 
 def write_fixed(path: Path, source: Source, out: Outcome) -> None:
     name = str(path)
-    if not os.access(path, os.W_OK):
+    try:
+        writable = os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
+    except OSError:
+        writable = False
+    if not writable:  # root may write anything: the mode bits say what the owner wants
         out.errors.append(f"{name}: file is read-only; {out.fixed} fix(es) not written")
         out.fixed = 0
         return
