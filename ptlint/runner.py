@@ -6,6 +6,7 @@ import hashlib
 import multiprocessing
 import os
 import pickle
+import re
 import shutil
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
@@ -49,10 +50,22 @@ def _decode_error(path: str, exc: DecodeError) -> Finding:
     return Finding(path, code, name, f"SyntaxError: {exc}", Span(at, at))
 
 
+_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+_NO_EOL = "\n\\ No newline at end of file\n"
+
+
+def _diff_lines(text: str) -> list[str]:
+    """Lines as Python and `patch` see them: str.splitlines() would also break at
+    form feeds and other Unicode separators, and the diff would not apply."""
+    lines = _LINES.findall(text)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += _NO_EOL
+    return lines
+
+
 def unified_diff(path: str, before: str, after: str) -> str:
     return "".join(difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile=f"a/{path}", tofile=f"b/{path}",
+        _diff_lines(before), _diff_lines(after), fromfile=f"a/{path}", tofile=f"b/{path}",
     ))
 
 
