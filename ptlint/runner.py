@@ -8,8 +8,10 @@ import os
 import pickle
 import re
 import shutil
+import signal
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -205,14 +207,76 @@ def _safe(path: Path, job: Job) -> Outcome:
         return Outcome(str(path), errors=[f"{path}: internal error: {type(exc).__name__}: {exc}"])
 
 
+def _work_batch(paths: list[Path]) -> list[Outcome]:
+    return [_work(path) for path in paths]
+
+
+def _init_worker() -> None:
+    """The parent handles Ctrl-C and stops the workers with SIGTERM, which kills
+    a worker at once, or right after the file it is writing (see write_atomic)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Interrupted: cancel what has not started and end the workers before returning."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    for process in workers:
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        process.join()
+
+
+def _pool(workers: int, context) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker)
+
+
+def _isolated(path: Path, context) -> Outcome:
+    """One file in a process of its own: after a worker died, find the file that kills it."""
+    pool = _pool(1, context)
+    try:
+        outcome = pool.submit(_work, path).result()
+    except BrokenProcessPool:
+        outcome = Outcome(str(path), errors=[
+            f"{path}: ptlint's worker process died on this file (a crash in the parser, or "
+            "out of memory); file skipped"])
+    except BaseException:
+        _stop(pool)
+        raise
+    pool.shutdown()
+    return outcome
+
+
 def run(files: list[Path], job: Job, jobs: int | None = None) -> list[Outcome]:
-    """Process every file; results come back in the order of `files`."""
+    """Process every file; results come back in the order of `files`.
+
+    A worker that dies (a crash in native code, the OOM killer) takes down its
+    pool: the files whose results were lost are then run again one process each,
+    so that only the file at fault is reported and skipped.
+    """
     jobs = jobs or os.cpu_count() or 1
     if jobs <= 1 or len(files) < 4:
         return [_safe(path, job) for path in files]
     global _JOB
     _JOB = job
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=context) as pool:
-        chunk = max(1, min(32, len(files) // (jobs * 8)))
-        return list(pool.map(_work, files, chunksize=chunk))
+    chunk = max(1, min(32, len(files) // (jobs * 8)))
+    batches = [files[i:i + chunk] for i in range(0, len(files), chunk)]
+    done: list[list[Outcome] | None] = [None] * len(batches)
+    pool = _pool(min(jobs, len(files)), context)
+    try:
+        futures = {pool.submit(_work_batch, batch): i for i, batch in enumerate(batches)}
+        for future in as_completed(futures):
+            try:
+                done[futures[future]] = future.result()
+            except BrokenProcessPool:
+                pass  # run again one by one below
+    except BaseException:
+        _stop(pool)
+        raise
+    pool.shutdown()
+    outcomes: list[Outcome] = []
+    for batch, results in zip(batches, done):
+        outcomes.extend(results if results is not None else [_isolated(p, context) for p in batch])
+    return outcomes
