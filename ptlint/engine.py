@@ -237,7 +237,12 @@ def lint_text(
     names = NameResolver()
     context = Context(path=path, source=text, names=names, torch_version=settings.torch_version,
                       timings=timings)
-    instances = [rule(context) for rule in rules]
+    instances = []
+    for rule in rules:
+        try:
+            instances.append(rule(context))
+        except Exception as exc:  # noqa: BLE001 - one rule's bug must not hide the others
+            result.errors.append(f"{path}: internal error in {rule.code}: {type(exc).__name__}: {exc}")
     t0 = clock()
     try:
         wrapper.visit_batched([names, *instances, ScopeExit(names)])
@@ -252,7 +257,7 @@ def lint_text(
     reports = [r for r in context.reports if r.rule.failed is None]
     if reports:
         t0 = clock()
-        findings = _build_findings(wrapper, module, reports, path, settings)
+        findings = _build_findings(wrapper, module, reports, path, settings, result.errors)
         starts = line_starts(text)
         result.findings = [f for f in findings if not _noqa(f, text, starts)]
         if timings is not None:
@@ -294,9 +299,12 @@ def _build_findings(
     reports: list[Report],
     path: str,
     settings: "Settings",
+    errors: list[str] | None = None,
 ) -> list[Finding]:
     """Turn reports into findings. Positions are computed only here, for files
-    that have something to report."""
+    that have something to report. A report that cannot be turned into a finding
+    (say, a rule reported a node that is not in the tree) is an internal error
+    of its rule, and the other reports still count."""
     positions = wrapper.resolve(PositionProvider)
     inclusive = None
     findings = []
@@ -304,22 +312,27 @@ def _build_findings(
         code = report.rule.code
         if not settings.is_enabled(code, path):
             continue
-        where = positions[report.node]
-        fix = None
-        if report.edits:
-            if inclusive is None:
-                inclusive = wrapper.resolve(WhitespaceInclusivePositionProvider)
-            edits = []
-            for old, new in report.edits:
-                span = inclusive[old]
-                content = "" if new is None else module.code_for_node(new)
-                edits.append(Edit(_position(span.start), _position(span.end), content))
-            fix = Fix(
-                title=report.fix_title or "Apply the fix",
-                safety=settings.safety_for(code, report.safety),
-                edits=tuple(sorted(edits)),
-                imports=report.imports,
-            )
+        try:
+            where = positions[report.node]
+            fix = None
+            if report.edits:
+                if inclusive is None:
+                    inclusive = wrapper.resolve(WhitespaceInclusivePositionProvider)
+                edits = []
+                for old, new in report.edits:
+                    span = inclusive[old]
+                    content = "" if new is None else module.code_for_node(new)
+                    edits.append(Edit(_position(span.start), _position(span.end), content))
+                fix = Fix(
+                    title=report.fix_title or "Apply the fix",
+                    safety=settings.safety_for(code, report.safety),
+                    edits=tuple(sorted(edits)),
+                    imports=report.imports,
+                )
+        except Exception as exc:  # noqa: BLE001 - one bad report must not hide the others
+            if errors is not None:
+                errors.append(f"{path}: internal error in {code}: {type(exc).__name__}: {exc}")
+            continue
         findings.append(
             Finding(
                 path=path,
