@@ -364,16 +364,20 @@ def apply_edits(text: str, edits: Iterable[Edit]) -> str:
     return "".join(out)
 
 
+def _overlap(a: tuple[Position, Position], b: tuple[Position, Position]) -> bool:
+    return a[0] < b[1] and b[0] < a[1] or a[0] == b[0]
+
+
 def non_overlapping(fixes: Iterable[Fix]) -> list[Fix]:
-    """Fixes whose edits touch no edit of a fix already taken (first come, first kept)."""
+    """Fixes whose edits touch no edit of a fix already taken (first come, first
+    kept). A fix whose own edits overlap each other is never taken."""
     taken: list[Fix] = []
     ranges: list[tuple[Position, Position]] = []
     for fix in sorted(fixes, key=lambda f: f.edits[0].start):
-        if any(
-            e.start < end and start < e.end or e.start == start
-            for e in fix.edits
-            for start, end in ranges
-        ):
+        own = [(e.start, e.end) for e in fix.edits]
+        if any(_overlap(a, b) for i, a in enumerate(own) for b in own[i + 1:]):
+            continue
+        if any(_overlap(a, b) for a in own for b in ranges):
             continue
         taken.append(fix)
         ranges.extend((e.start, e.end) for e in fix.edits)
@@ -399,13 +403,37 @@ def add_imports(text: str, imports: Iterable[str]) -> str:
     return module.code
 
 
-def _valid(text: str, path: str) -> bool:
+def _valid(text: str, path: str, *, compiles: bool = True) -> bool:
+    """Whether LibCST parses `text` and (when the original compiled) CPython compiles it."""
     try:
         parse(text)
-        compile(text, path, "exec", dont_inherit=True)
-    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError):
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError, MemoryError):
         return False
-    return True
+    return not compiles or _python_verdict(text, full=True) is None
+
+
+def _apply(text: str, fixes: Sequence[Fix]) -> str | None:
+    """`text` with the fixes' edits and imports, or None when the imports cannot
+    be added because the edited text does not parse."""
+    edited = apply_edits(text, [e for f in fixes for e in f.edits])
+    try:
+        return add_imports(edited, [i for f in fixes for i in f.imports])
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _fix_key(text: str, finding: Finding) -> tuple:
+    """What identifies a fix across passes: its rule, the text it replaces and the
+    text it puts in (positions move when other fixes add lines above it)."""
+    starts = line_starts(text)
+
+    def offset(pos: Position) -> int:
+        return starts[pos.line - 1] + pos.column
+
+    assert finding.fix is not None
+    return finding.code, tuple(
+        (text[offset(e.start):offset(e.end)], e.content) for e in finding.fix.edits
+    )
 
 
 def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> FixResult:
@@ -413,35 +441,41 @@ def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> Fix
     parse or compile is retried fix by fix, and the fixes that break it are
     reported and left out."""
     applied = 0
-    rejected: set[tuple[str, Span]] = set()
+    rejected: set[tuple] = set()
     errors: list[str] = []
-    compiles = _valid(text, path)
+    compiles = _python_verdict(text, full=True) is None
     for _ in range(MAX_FIX_PASSES):
         result = lint_text(text, path, settings)
         candidates = [
             f for f in result.findings
             if f.fix is not None
-            and (f.code, f.span) not in rejected
+            and _fix_key(text, f) not in rejected
             and settings.fix_allowed(f.code, f.fix.safety, unsafe=unsafe)
         ]
         chosen = non_overlapping(f.fix for f in candidates)  # type: ignore[misc]
         if not chosen:
             result.errors[:0] = errors
             return FixResult(text, applied, result)
-        new = add_imports(apply_edits(text, [e for f in chosen for e in f.edits]),
-                          [i for f in chosen for i in f.imports])
-        if compiles and not _valid(new, path):
+        new = _apply(text, chosen)
+        if new is None or not _valid(new, path, compiles=compiles):
             by_fix = {id(f.fix): f for f in candidates}
+            broke = False
             for fix in chosen:
-                single = add_imports(apply_edits(text, fix.edits), fix.imports)
-                if not _valid(single, path):
+                single = _apply(text, [fix])
+                if single is None or not _valid(single, path, compiles=compiles):
                     bad = by_fix[id(fix)]
-                    rejected.add((bad.code, bad.span))
+                    rejected.add(_fix_key(text, bad))
                     errors.append(
                         f"{path}:{bad.span.start.line}: fix for {bad.code} would break the "
                         "file; not applied"
                     )
-            continue
+                    broke = True
+            if broke:
+                continue
+            # Each fix is fine alone but not all together: one per pass.
+            chosen = chosen[:1]
+            new = _apply(text, chosen)
+            assert new is not None
         applied += len(chosen)
         text = new
     result = lint_text(text, path, settings)
