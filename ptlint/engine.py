@@ -6,7 +6,7 @@ import bisect
 import re
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import libcst as cst
@@ -260,6 +260,9 @@ def lint_text(
         findings = _build_findings(wrapper, module, reports, path, settings, result.errors)
         starts = line_starts(text)
         result.findings = [f for f in findings if not _noqa(f, text, starts)]
+        if "\f" in text and any(f.fix for f in result.findings) and not _round_trips(text):
+            # Columns after a form feed that LibCST dropped are off: no edit can be placed.
+            result.findings = [replace(f, fix=None) for f in result.findings]
         if timings is not None:
             timings["findings"] = timings.get("findings", 0.0) + clock() - t0
     result.findings.sort(key=lambda f: f.sort_key)
@@ -399,8 +402,22 @@ def add_imports(text: str, imports: Iterable[str]) -> str:
             AddImportsVisitor.add_needed_import(context, parts[1])
         else:  # from a.b import c
             AddImportsVisitor.add_needed_import(context, parts[1], parts[3])
-    module = AddImportsVisitor(context).transform_module(parse(text))
-    return module.code
+    code = AddImportsVisitor(context).transform_module(parse(text)).code
+    if text.endswith("\r") and not code.endswith("\r"):
+        code += "\r"  # LibCST drops a final lone \r (classic Mac line endings)
+    return code
+
+
+def _round_trips(text: str) -> bool:
+    """Whether LibCST gives back `text` byte for byte. It does not for a form feed
+    that precedes a statement (the form feed is dropped and the columns after it
+    are off by one), so edits made from its positions would be misplaced and its
+    code generation would lose bytes."""
+    try:
+        code = parse(text).code
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return code == text or (text.endswith("\r") and code == text[:-1])
 
 
 def _valid(text: str, path: str, *, compiles: bool = True) -> bool:
@@ -453,6 +470,10 @@ def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> Fix
             and settings.fix_allowed(f.code, f.fix.safety, unsafe=unsafe)
         ]
         chosen = non_overlapping(f.fix for f in candidates)  # type: ignore[misc]
+        if chosen and not applied and not errors and not _round_trips(text):
+            errors.append(f"{path}: LibCST does not reproduce this file byte for byte (a form "
+                          "feed before a statement?); not fixed")
+            chosen = []
         if not chosen:
             result.errors[:0] = errors
             return FixResult(text, applied, result)
