@@ -43,6 +43,14 @@ class FixResult:
     result: LintResult  # findings that remain after fixing
 
 
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """`Type: message` on one line (an exception's text may be a multi-line node repr)."""
+    text = " ".join(str(exc).split())
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _syntax_finding(path: str, line: int, column: int, detail: str) -> Finding:
     code, name = SYNTAX_ERROR
     start = Position(line, column)
@@ -242,7 +250,7 @@ def lint_text(
         try:
             instances.append(rule(context))
         except Exception as exc:  # noqa: BLE001 - one rule's bug must not hide the others
-            result.errors.append(f"{path}: internal error in {rule.code}: {type(exc).__name__}: {exc}")
+            result.errors.append(f"{path}: internal error in {rule.code}: {one_line(exc)}")
     t0 = clock()
     try:
         wrapper.visit_batched([names, *instances, ScopeExit(names)])
@@ -253,7 +261,8 @@ def lint_text(
         timings["rules"] = timings.get("rules", 0.0) + clock() - t0
     for rule in instances:
         if rule.failed is not None:
-            result.errors.append(f"{path}: internal error in {rule.failed}")
+            failed = rule.failed
+            result.errors.append(f"{path}: internal error in {failed.code}: {one_line(failed.original)}")
     reports = [r for r in context.reports if r.rule.failed is None]
     if reports:
         t0 = clock()
@@ -334,7 +343,10 @@ def _build_findings(
                 )
         except Exception as exc:  # noqa: BLE001 - one bad report must not hide the others
             if errors is not None:
-                errors.append(f"{path}: internal error in {code}: {type(exc).__name__}: {exc}")
+                why = ("it reported a node that is not in this file's tree"
+                       if isinstance(exc, KeyError) and isinstance(exc.args[0], cst.CSTNode)
+                       else one_line(exc))
+                errors.append(f"{path}: internal error in {code}: {why}")
             continue
         findings.append(
             Finding(

@@ -18,7 +18,7 @@ from typing import Literal
 
 from ptlint import __version__
 from ptlint.config import Settings
-from ptlint.engine import LintResult, fix_text, lint_text
+from ptlint.engine import LintResult, fix_text, lint_text, one_line
 from ptlint.model import SYNTAX_ERROR, Finding, Position, Span
 from ptlint.textio import DecodeError, Source, decode, encode, signals_deferred, write_atomic
 
@@ -204,7 +204,7 @@ def _safe(path: Path, job: Job) -> Outcome:
     except RecursionError:
         return Outcome(str(path), errors=[f"{path}: too deeply nested; file skipped"])
     except Exception as exc:  # noqa: BLE001 - one line per file, the run goes on
-        return Outcome(str(path), errors=[f"{path}: internal error: {type(exc).__name__}: {exc}"])
+        return Outcome(str(path), errors=[f"{path}: internal error: {one_line(exc)}"])
 
 
 def _work_batch(paths: list[Path]) -> list[Outcome]:
