@@ -76,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif not argv:
         argv = ["check"]
     signal.signal(signal.SIGTERM, _terminate)
+    _tolerant_streams()
     try:
         args = build_parser().parse_args(argv)
         if args.command == "rule":
@@ -91,6 +92,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+
+
+def _tolerant_streams() -> None:
+    """Never fail on output: a file name that is not UTF-8 (kept by Python as
+    lone surrogates) or a character the terminal's encoding lacks is escaped,
+    not raised as UnicodeEncodeError after the work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _terminate(signum: int, frame: object) -> None:
