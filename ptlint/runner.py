@@ -89,6 +89,19 @@ def process_text(path: str, text: str, job: Job) -> Outcome:
     return out
 
 
+class _ModelUnpickler(pickle.Unpickler):
+    """Loads findings and nothing else. The cache lives in the project folder, so a
+    repository could ship a crafted entry (its key is computable): a plain
+    pickle.load would run whatever that entry names."""
+
+    ALLOWED = frozenset({"Finding", "Span", "Position", "Fix", "Edit", "Safety"})
+
+    def find_class(self, module: str, name: str):
+        if module == "ptlint.model" and name in self.ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in ptlint's cache")
+
+
 class Cache:
     """Results keyed by file content, ptlint version and effective settings.
 
@@ -100,14 +113,17 @@ class Cache:
         self.salt = f"{__version__}\0{settings.fingerprint()}".encode()
 
     def key(self, path: str, data: bytes) -> str:
-        return hashlib.sha256(self.salt + path.encode() + b"\0" + data).hexdigest()
+        return hashlib.sha256(self.salt + os.fsencode(path) + b"\0" + data).hexdigest()
 
     def get(self, key: str) -> list[Finding] | None:
         try:
             with open(self.folder / key[:2] / key, "rb") as handle:
-                return pickle.load(handle)
-        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
+                found = _ModelUnpickler(handle).load()
+        except Exception:  # noqa: BLE001 - a damaged or foreign entry is only a miss
             return None
+        if not isinstance(found, list) or not all(isinstance(f, Finding) for f in found):
+            return None
+        return found
 
     def put(self, key: str, findings: list[Finding]) -> None:
         folder = self.folder / key[:2]
