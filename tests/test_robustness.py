@@ -251,6 +251,40 @@ def test_unreadable_file(tmp_path, monkeypatch):
     assert out.errors == [f"{path}: cannot read: Permission denied"]
 
 
+@pytest.mark.parametrize("fmt", ["full", "concise", "json", "sarif", "github", "gitlab"])
+def test_file_name_that_is_not_utf8_with_a_strict_terminal(tmp_path, fmt):
+    (tmp_path / os.fsdecode(b"caf\xe9.py")).write_text(DP)
+    env = _env(PYTHONIOENCODING="utf-8:strict")
+    for _ in range(2):  # the second run reads the cache
+        proc = run_cli(".", "--select", "PTL102", "--output-format", fmt, cwd=tmp_path, env=env)
+        assert "Traceback" not in proc.stderr and "error" not in proc.stderr, proc.stderr
+        assert proc.returncode == 1
+
+
+def test_cache_entries_that_are_damaged_or_crafted_are_misses(tmp_path):
+    import pickle
+
+    from ptlint.runner import Cache
+
+    settings = settings_for("PTL102", root=tmp_path)
+    cache = Cache(settings)
+    key = cache.key("a.py", DP.encode())
+    findings = lint_text(DP, "a.py", settings).findings
+    cache.put(key, findings)
+    assert cache.get(key) == findings
+    entry = cache.folder / key[:2] / key
+    entry.write_bytes(b"\x80\x04garbage")
+    assert cache.get(key) is None
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'pwned'}",))
+
+    entry.write_bytes(pickle.dumps([Payload()]))
+    assert cache.get(key) is None
+    assert not (tmp_path / "pwned").exists()
+
+
 # -- rules that fail ------------------------------------------------------------------
 def test_rule_that_raises_one_line_other_findings_kept(tmp_path):
     (tmp_path / "a_boom.py").write_text(DP + "x = boom\n")
