@@ -42,25 +42,32 @@ def _undecodable(data: bytes, encoding: str, exc: UnicodeDecodeError) -> DecodeE
     )
 
 
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.M)
+
+
+def _second_line_end(data: bytes) -> int:
+    first = data.find(b"\n")
+    second = data.find(b"\n", first + 1) if first >= 0 else -1
+    return len(data) if second < 0 else second
+
+
 def decode(data: bytes) -> Source:
     """Decode bytes as the Python interpreter would (BOM, coding cookie, UTF-8)."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        if "invalid or missing encoding declaration" in str(exc):
-            # No cookie and the first lines are not UTF-8: say where, and how to declare one.
-            try:
-                data.decode("utf-8")
-            except UnicodeDecodeError as bad:
-                error = _undecodable(data, "utf-8", bad)
-                raise DecodeError(f"{error} and no PEP 263 coding comment declares another "
-                                  "encoding", error.line, error.column) from None
-        raise DecodeError(str(exc), getattr(exc, "lineno", None) or 1) from None
+        if "invalid or missing encoding declaration" not in str(exc):
+            raise DecodeError(str(exc), getattr(exc, "lineno", None) or 1) from None
+        encoding = "utf-8"  # no cookie, and the first lines are not UTF-8
     bom = encoding == "utf-8-sig"
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise _undecodable(data, encoding, exc) from None
+        error = _undecodable(data, encoding, exc)
+        if encoding == "utf-8" and not _COOKIE.search(data, 0, _second_line_end(data)):
+            raise DecodeError(f"{error}, and no PEP 263 coding comment declares another "
+                              "encoding", error.line, error.column) from None
+        raise error from None
     except (LookupError, UnicodeError) as exc:  # a cookie naming a codec that is not a text encoding
         raise DecodeError(f"cannot decode as {encoding}: {exc}", 1) from None
     return Source(text=text, encoding="utf-8" if bom else encoding, bom=bom)
