@@ -423,6 +423,28 @@ def test_diff_applies_with_patch_even_with_form_feeds(fix_dir):
     assert (fix_dir / "x.py").read_bytes().decode() == fixed(text)
 
 
+@pytest.mark.parametrize("data", [
+    b'x = "\xff"\n',  # not UTF-8: PTL000, printed back unchanged
+    b"def f(:\n",  # a syntax error
+    b"# -*- coding: latin-1 -*-\nimport torch\ns = 'caf\xe9'\nm = torch.nn.DataParallel(model)\n",
+    BOM + DP.replace("\n", "\r\n").encode(),
+    b"",
+], ids=["not-utf8", "syntax-error", "latin1", "bom-crlf", "empty"])
+def test_stdin_fix_prints_the_file_in_its_own_bytes(data):
+    """Editors pipe the buffer through `ptlint - --fix` and replace it with the output."""
+    proc = subprocess.run([sys.executable, "-m", "ptlint", "-", "--fix", "--unsafe-fixes",
+                           "--select", "PTL102"], input=data, capture_output=True, timeout=120)
+    assert b"Traceback" not in proc.stderr
+    from ptlint.textio import DecodeError, decode, encode
+
+    try:
+        source = decode(data)
+    except DecodeError:
+        assert proc.stdout == data
+        return
+    assert proc.stdout == encode(source, fixed(source.text))
+
+
 def test_read_only_file_is_reported_not_fixed(tmp_path):
     (tmp_path / "a.py").write_text(DP)
     (tmp_path / "b.py").write_text(DP)
