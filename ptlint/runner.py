@@ -20,7 +20,15 @@ from ptlint import __version__
 from ptlint.config import Settings
 from ptlint.engine import LintResult, fix_text, lint_text, one_line
 from ptlint.model import SYNTAX_ERROR, Finding, Position, Span
-from ptlint.textio import DecodeError, Source, decode, encode, signals_deferred, write_atomic
+from ptlint.textio import (
+    DecodeError,
+    FileChanged,
+    Source,
+    decode,
+    encode,
+    signals_deferred,
+    write_atomic,
+)
 
 Mode = Literal["check", "fix", "diff"]
 
@@ -179,11 +187,11 @@ def process_file(path: Path, job: Job) -> Outcome:
     if cache and not out.errors and out.new_text is None:
         cache.put(key, out.findings)
     if job.mode == "fix" and out.new_text is not None:
-        write_fixed(path, source, out)
+        write_fixed(path, source, out, original=data)
     return out
 
 
-def write_fixed(path: Path, source: Source, out: Outcome) -> None:
+def write_fixed(path: Path, source: Source, out: Outcome, original: bytes | None = None) -> None:
     name = str(path)
     try:
         writable = os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
@@ -200,7 +208,10 @@ def write_fixed(path: Path, source: Source, out: Outcome) -> None:
         out.fixed = 0
         return
     try:
-        write_atomic(path, data)
+        write_atomic(path, data, expected=original)
+    except FileChanged:
+        out.errors.append(f"{name}: changed while ptlint was fixing it; not written")
+        out.fixed = 0
     except OSError as exc:
         out.errors.append(f"{name}: cannot write: {exc.strerror or exc}")
         out.fixed = 0

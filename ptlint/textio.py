@@ -101,7 +101,11 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+class FileChanged(Exception):
+    """The file on disk is no longer the one the new content was computed from."""
+
+
+def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None:
     """Replace `path` with `data` in one rename, keeping its permission bits and owner.
 
     A temporary file in the same folder is written, synced and renamed over the
@@ -110,6 +114,10 @@ def write_atomic(path: Path, data: bytes) -> None:
     are held while the file is written, so a worker process killed by SIGTERM
     dies after the rename, never between creating and removing the temporary
     file. A symbolic link is kept: the file it points to is replaced.
+
+    With `expected`, the file is replaced only if it still holds exactly those
+    bytes just before the rename (an editor may have saved it meanwhile):
+    FileChanged otherwise, and nothing is written.
     """
     target = Path(os.path.realpath(path))
     with signals_deferred():
@@ -127,6 +135,8 @@ def write_atomic(path: Path, data: bytes) -> None:
                 except OSError:
                     pass  # only root may give a file away; the permission bits are kept anyway
             os.chmod(tmp, info.st_mode & 0o7777)
+            if expected is not None and target.read_bytes() != expected:
+                raise FileChanged(str(path))
             os.replace(tmp, target)
         except BaseException:
             try:

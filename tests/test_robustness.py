@@ -597,6 +597,26 @@ def test_fix_never_writes_through_a_libcst_round_trip_loss():
     assert fix_text(text, "x.py", settings_for("PTL102"), unsafe=True).text == text
 
 
+def test_file_saved_by_someone_else_during_fix_is_not_overwritten(tmp_path, monkeypatch):
+    from ptlint import runner
+
+    path = tmp_path / "a.py"
+    path.write_text(DP)
+    real = runner.process_text
+
+    def slow_process_text(*args, **kw):
+        out = real(*args, **kw)
+        path.write_text(DP + "# saved by an editor meanwhile\n")
+        return out
+
+    monkeypatch.setattr(runner, "process_text", slow_process_text)
+    out = process_file(path, Job(settings_for("PTL102"), "fix", unsafe=True, cache=False))
+    assert out.errors == [f"{path}: changed while ptlint was fixing it; not written"]
+    assert out.fixed == 0
+    assert path.read_text() == DP + "# saved by an editor meanwhile\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.py"]
+
+
 def test_atomic_write_leaves_nothing_when_interrupted(tmp_path, monkeypatch):
     from ptlint import textio
 
