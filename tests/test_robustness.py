@@ -75,7 +75,8 @@ ZOO: dict[str, bytes] = {
     "empty.py": b"",
     "deep_parens.py": ("x = " + "(" * 1000 + "1" + ")" * 1000 + "\n").encode(),
     "long_sum.py": ("x = " + "+".join(["a"] * 100_000) + "\n").encode(),
-    "deep_subscripts.py": ("import torch\nx = a" + "[0]" * 600 + "\n").encode(),
+    # (mentions DataParallel so that PTL102 needs the file parsed)
+    "deep_subscripts.py": ("import torch\nx = a" + "[0]" * 600 + "\nP = torch.nn.DataParallel\n").encode(),
     "x.py/inside.py": DP.encode(),  # a directory named x.py
 }
 
