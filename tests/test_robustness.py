@@ -526,34 +526,46 @@ def test_interrupted_parallel_fix_leaves_each_file_old_or_fully_fixed(tmp_path):
     version, no temporary file is left, and ptlint exits 130."""
     source = (FIXTURES / "PTL102_data_parallel" / "bad.py").read_text()
     expected = fixed(source)
+    command = [sys.executable, "-m", "ptlint", "--no-cache", "-q", "-j", "2", "--select", "PTL102",
+               "--fix", "--unsafe-fixes"]
+
+    def folder_of(name: str) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        for i in range(60):
+            (folder / f"m{i:02}.py").write_text(source)
+        return folder
+
+    started = time.monotonic()  # how long an uninterrupted run takes here
+    subprocess.run([*command, str(folder_of("whole"))], capture_output=True, timeout=300)
+    whole = time.monotonic() - started
     rng = random.Random(6)
     interrupted = 0
-    for trial in range(6):
-        folder = tmp_path / f"t{trial}"
-        folder.mkdir()
-        for i in range(40):
-            (folder / f"m{i:02}.py").write_text(source)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ptlint", "--no-cache", "-q", "-j", "2", "--select", "PTL102",
-             "--fix", "--unsafe-fixes", str(folder)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        time.sleep(rng.uniform(0.5, 2.5))
+    for trial in range(12):  # until 3 runs of each signal were caught mid-run
+        if interrupted >= 6:
+            break
+        folder = folder_of(f"t{trial}")
+        proc = subprocess.Popen([*command, str(folder)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        time.sleep(rng.uniform(0.1, 0.7) * whole)
         if trial % 2:
             proc.send_signal(signal.SIGTERM)
         else:
             os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=120)
         assert b"Traceback" not in err, err.decode()
+        states = {path.name: path.read_text() for path in folder.iterdir()}
+        assert all(name.endswith(".py") for name in states), f"left behind: {sorted(states)}"
+        assert all(text in (source, expected) for text in states.values())
         if proc.returncode == 130:
             interrupted += 1
             assert err.decode().strip().endswith("ptlint: interrupted")
+        elif proc.returncode in (-signal.SIGINT, -signal.SIGTERM):
+            # the signal came before ptlint installed its handlers: nothing was written
+            assert all(text == source for text in states.values())
         else:
             assert proc.returncode == 1, err.decode()  # finished before the signal
-        time.sleep(0.2)  # no worker may still be writing
-        for path in folder.iterdir():
-            assert path.suffix == ".py", f"left behind: {path.name}"
-            assert path.read_text() in (source, expected), path.name
-    assert interrupted >= 3
+    assert interrupted >= 4
 
 
 # -- in-process: the engine's own guarantees ------------------------------------------
