@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -17,6 +18,7 @@ from ptlint.model import SYNTAX_ERROR, Edit, Finding, Fix, Position, Span
 from ptlint.names import NameResolver, ScopeExit
 from ptlint.rule import Context, Report, Rule
 from ptlint.textio import line_starts, line_text
+from ptlint.walk import walk
 
 if TYPE_CHECKING:
     from ptlint.config import Settings
@@ -99,7 +101,11 @@ def lint_text(
     instances = [rule(context) for rule in rules]
     t0 = clock()
     try:
-        wrapper.visit_batched([names, *instances, ScopeExit(names)])
+        with ExitStack() as stack:
+            for rule in instances:
+                if rule.get_inherited_dependencies():
+                    stack.enter_context(rule.resolve(wrapper))
+            walk(module, [names, *instances, ScopeExit(names)])
     except RecursionError:
         result.errors.append(f"{path}: too deeply nested for the rules; file skipped")
         return result
