@@ -86,11 +86,13 @@ class Settings:
         ignored = self._ignored_for(path)
         return [r for r in self.rules if r.code not in ignored]
 
+    @cached_property
+    def _syntax_errors(self) -> bool:
+        return "PTL000" not in set(expand(self.ignore, "ignore", allow_syntax=True))
+
     def is_enabled(self, code: str, path: str) -> bool:
         if code == "PTL000":
-            return code not in self._ignored_for(path) and "PTL000" not in set(
-                expand(self.ignore, "ignore", allow_syntax=True)
-            )
+            return self._syntax_errors and code not in self._ignored_for(path)
         return code in self.enabled_codes and code not in self._ignored_for(path)
 
     def _version_ok(self, rule: type[Rule]) -> bool:
@@ -125,7 +127,8 @@ class Settings:
 
     def fingerprint(self) -> str:
         """What the cache key must change with."""
-        return repr((sorted(self.enabled_codes), sorted(self.per_file_ignores.items()),
+        return repr((sorted(self.enabled_codes), self._syntax_errors,
+                     sorted(self.per_file_ignores.items()), str(self.root),
                      str(self.torch_version), self.extend_safe_fixes, self.extend_unsafe_fixes))
 
 

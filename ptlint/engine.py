@@ -42,17 +42,29 @@ class FixResult:
     result: LintResult  # findings that remain after fixing
 
 
-def _syntax_error(path: str, exc: Exception) -> Finding:
-    line = getattr(exc, "raw_line", None) or getattr(exc, "lineno", None) or 1
-    column = getattr(exc, "raw_column", None)
-    if column is None:
-        column = max((getattr(exc, "offset", None) or 1) - 1, 0)
-    if isinstance(exc, RecursionError):
+def _syntax_error(path: str, text: str, exc: Exception) -> Finding:
+    """PTL000 at the position and with the message Python itself gives, which are
+    more precise than the parser's; LibCST's own when Python accepts the file."""
+    code, name = SYNTAX_ERROR
+    try:
+        compile(text, path, "exec", dont_inherit=True, flags=0x400)  # PyCF_ONLY_AST
+    except SyntaxError as err:  # includes IndentationError / TabError
+        line = err.lineno or 1
+        column = max((err.offset or 1) - 1, 0)
+        start = Position(line, column)
+        return Finding(path, code, name, f"{type(err).__name__}: {err.msg}", Span(start, start))
+    except (ValueError, RecursionError, MemoryError) as err:
+        if isinstance(err, ValueError) and "null bytes" in str(err):
+            line = text.count("\n", 0, text.find("\0")) + 1
+            start = Position(line, 0)
+            return Finding(path, code, name, "SyntaxError: source code contains null bytes",
+                           Span(start, start))
+        exc = err
+    if isinstance(exc, (RecursionError, MemoryError)):
         detail = "too deeply nested to parse"
     else:
         detail = getattr(exc, "message", None) or str(exc).splitlines()[0] or type(exc).__name__
-    code, name = SYNTAX_ERROR
-    start = Position(line, column)
+    start = Position(getattr(exc, "raw_line", None) or 1, getattr(exc, "raw_column", None) or 0)
     return Finding(path, code, name, f"SyntaxError: {detail}", Span(start, start))
 
 
@@ -85,7 +97,7 @@ def lint_text(
     try:
         module = parse(text)
     except (cst.ParserSyntaxError, RecursionError, ValueError, SyntaxError) as exc:
-        finding = _syntax_error(path, exc)
+        finding = _syntax_error(path, text, exc)
         if settings.is_enabled(finding.code, path):
             result.findings.append(finding)
         return result
