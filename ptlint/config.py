@@ -44,6 +44,7 @@ class Settings:
     output_format: str = "full"
     torch_version: Any = None  # packaging Version; None: installed torch, else newest known
     respect_gitignore: bool = True
+    force_exclude: bool = False  # apply excludes to files named on the command line too
     cache_dir: str = ".ptlint_cache"
     root: Path = field(default_factory=Path.cwd)  # the folder of the config file (or cwd)
     config_path: Path | None = None

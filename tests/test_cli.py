@@ -380,3 +380,11 @@ def test_cache_key_includes_the_settings(cli, project):
 def test_timings(cli, project):
     out = cli("src", "--timings", "--no-cache", cwd=project)
     assert "timings" in out.stderr and "parse" in out.stderr and "rule PTL102" in out.stderr
+
+
+def test_force_exclude_applies_to_named_files(cli, project):
+    (project / "pyproject.toml").write_text('[tool.ptlint]\nextend-exclude = ["src/train.py"]\n')
+    assert cli("src/train.py", cwd=project).returncode == 1
+    assert cli("src/train.py", "--force-exclude", cwd=project).returncode == 0
+    (project / "pyproject.toml").write_text('[tool.ptlint]\nforce-exclude = true\nextend-exclude = ["src"]\n')
+    assert cli("src/train.py", cwd=project).returncode == 0
