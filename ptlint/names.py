@@ -15,6 +15,8 @@ from typing import Iterator
 
 import libcst as cst
 
+from ptlint.walk import Visitor
+
 _BUILTINS = frozenset(dir(builtins))
 _LOCAL = ""  # a binding that is not an import: shadows whatever was imported
 
@@ -55,7 +57,7 @@ def _import_module(node: cst.ImportFrom) -> str | None:
     return dotted(node.module)
 
 
-class NameResolver(cst.BatchableCSTVisitor):
+class NameResolver(Visitor):
     """Scope stack plus the visit/leave hooks that maintain it."""
 
     def __init__(self) -> None:
@@ -205,7 +207,7 @@ class NameResolver(cst.BatchableCSTVisitor):
             self.bind(name)
 
 
-class ScopeExit(cst.BatchableCSTVisitor):
+class ScopeExit(Visitor):
     """The leave hooks of the resolver; the engine runs them after every rule."""
 
     def __init__(self, resolver: NameResolver) -> None:
