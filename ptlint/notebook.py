@@ -299,6 +299,10 @@ class Notebook:
     # -- writing --------------------------------------------------------------
     def with_sources(self, changed: dict[int, str]) -> str:
         """The file's text with the `source` of the cells in `changed` replaced."""
+        changed = {i: text for i, text in changed.items()
+                   if source_text(self.cells[i]["source"]) != text}
+        if not changed:
+            return self.text
         data = json.loads(self.text)  # a fresh copy, in the file's key order
         for index, text in changed.items():
             cell = data["cells"][index]
@@ -628,7 +632,8 @@ def _apply(texts: list[str], cells: list[_Cell], fixes: list[tuple[Fix, list[tup
         new[k] = _terminated(apply_edits(texts[k], edits))
     imports = sorted({i for fix, _ in fixes for i in fix.imports})
     if imports:
-        missing = _missing_imports("".join(new), imports)
+        # an import counts if a cell up to the first one the fixes touch makes it
+        missing = _missing_imports("".join(new[: first_touched + 1]), imports)
         if missing:
             target = _import_cell(new, cells, first_touched)
             if target is None:
@@ -638,8 +643,8 @@ def _apply(texts: list[str], cells: list[_Cell], fixes: list[tuple[Fix, list[tup
 
 
 def _missing_imports(text: str, wanted: list[str]) -> list[str]:
-    """The `import a` / `from a import b` statements no cell makes yet (outside
-    functions and classes, anywhere in the notebook)."""
+    """The `import a` / `from a import b` statements `text` does not make (outside
+    functions and classes)."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
