@@ -35,7 +35,7 @@ from ptlint.engine import (
     parse,
 )
 from ptlint.model import Edit, Finding, Fix, Position, Span
-from ptlint.textio import Source
+from ptlint.textio import Source, line_starts
 
 if TYPE_CHECKING:
     from ptlint.config import Settings
@@ -512,6 +512,7 @@ class Layout:
             self.offsets.append(offset)
             line += len(_lines(text))  # every text ends with a line break (or is empty)
             offset += len(text)
+        self._starts: list[int] | None = None
 
     def locate(self, pos: Position, *, end: bool = False) -> tuple[int, Position]:
         """(cell number, position within the cell) of a module position. An end
@@ -524,18 +525,62 @@ class Layout:
         return k, Position(pos.line - self.first_lines[k] + 1, pos.column)
 
     def map_edits(self, edits: Iterable[Edit]) -> list[tuple[int, Edit]] | None:
-        """Each edit in the coordinates of its cell; None if one crosses cells."""
+        """Each edit in the coordinates of its cell; None if one crosses cells.
+
+        A rule that moves statements at the top level rewrites the whole module
+        body: such an edit is first narrowed to the lines it really changes."""
         out = []
         for edit in edits:
-            k, start = self.locate(edit.start)
-            if edit.end == edit.start:
-                out.append((k, Edit(start, start, edit.content)))
-                continue
-            k_end, end = self.locate(edit.end, end=True)
-            if k_end != k:
-                return None
-            out.append((k, Edit(start, end, edit.content)))
+            mapped = self._map(edit)
+            if mapped is None:
+                narrow = self._narrow(edit)
+                mapped = None if narrow is None else self._map(narrow, strict=True)
+                if mapped is None:
+                    return None
+            out.append(mapped)
         return out
+
+    def _map(self, edit: Edit, *, strict: bool = False) -> tuple[int, Edit] | None:
+        k, start = self.locate(edit.start)
+        if edit.end == edit.start:
+            # an insertion where one cell ends and the next begins could go to either:
+            # a narrowed edit there says nothing about which one the rule meant
+            if strict and self.locate(edit.start, end=True)[0] != k:
+                return None
+            return k, Edit(start, start, edit.content)
+        k_end, end = self.locate(edit.end, end=True)
+        if k_end != k:
+            return None
+        return k, Edit(start, end, edit.content)
+
+    def _narrow(self, edit: Edit) -> Edit | None:
+        """The same change as `edit`, without the whole lines it leaves as they are."""
+        if self._starts is None:
+            self._starts = line_starts(self.joined)
+        starts = self._starts
+
+        def offset(pos: Position) -> int:
+            return starts[pos.line - 1] + pos.column
+
+        begin, end = offset(edit.start), offset(edit.end)
+        old, new = _lines(self.joined[begin:end]), _lines(edit.content)
+        head = 0
+        while head < min(len(old), len(new)) and old[head] == new[head]:
+            head += 1
+        tail = 0
+        while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+            tail += 1
+        if head == 0 and tail == 0:
+            return None
+        begin += sum(len(s) for s in old[:head])
+        end -= sum(len(s) for s in old[len(old) - tail:])
+        content = "".join(new[head:len(new) - tail])
+
+        def position(at: int) -> Position:
+            line = bisect.bisect_right(starts, at) - 1
+            return Position(line + 1, at - starts[line])
+
+        return Edit(position(begin), position(end), content)
 
 
 def _prepare(nb: Notebook, path: str, settings: "Settings") -> tuple[list[_Cell], list[Finding]]:

@@ -489,3 +489,99 @@ def test_pre_commit_hooks_cover_notebooks():
     for hook in hooks.values():
         assert {"python", "jupyter"} <= set(hook["types_or"])
         assert hook["language"] == "python"
+
+
+# -- fixes that move statements, cross cells or touch magics (rules made up for the test) -----
+class _Rewrite:
+    """Settings whose only rule is `rule`, fixable."""
+
+    def __init__(self, rule):
+        self.settings = settings_for("PTL102")
+        self.settings.__dict__["rules"] = [rule]
+        self.settings.__dict__["enabled_codes"] = frozenset({rule.code})
+        self.settings.fix_allowed = lambda code, safety, unsafe: True  # type: ignore[method-assign]
+
+    def run(self, cells: list[str], mode: str = "fix"):
+        nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {},
+                         "outputs": [], "source": c} for c in cells],
+              "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+        data = (json.dumps(nb, indent=1) + "\n").encode()
+        out = notebook.process(Path("t.ipynb"), data, Job(self.settings, mode, cache=False),
+                               write=False)
+        new = None if out.new_text is None else [
+            c["source"] for c in json.loads(out.new_text)["cells"]]
+        return out, new
+
+
+def _rule(code: str, visit):
+    from ptlint.model import Safety
+    from ptlint.rule import Rule
+
+    def method(name, fn):
+        def call(self, node):
+            return fn(self, node)
+
+        call.__name__ = name  # LibCST finds visitor methods by their __name__
+        return call
+
+    return type("Made" + code, (Rule,), {
+        "__doc__": "x", "code": code, "message": "made up", "fix_title": "fix",
+        "fix_safety": Safety.SAFE, "__module__": __name__,
+        **{name: method(name, fn) for name, fn in visit.items()}})
+
+
+def _hoist(self, node):
+    """Module level: move every `step()` statement to the end of the module."""
+    import libcst as cst
+
+    if not isinstance(node, cst.Module):
+        return
+    steps = [s for s in node.body if "step()" in cst.Module([]).code_for_node(s)]
+    if steps:
+        rest = [s for s in node.body if s not in steps]
+        self.report(steps[0], edits=[(node, node.with_changes(body=[*rest, *steps]))])
+
+
+def _mod_body(self, node):
+    """Module level: rewrite the whole body, changing one statement's text."""
+    import libcst as cst
+
+    if not isinstance(node, cst.Module):
+        return
+    old = [s for s in node.body if cst.Module([]).code_for_node(s).startswith("y = 1")]
+    if old:
+        body = [cst.parse_statement("y = 2\n") if s is old[0] else s for s in node.body]
+        self.report(old[0], edits=[(node, node.with_changes(body=body))])
+
+
+def _drop_first(self, node):
+    """Delete the first statement of the module (a magic's placeholder, here)."""
+    import libcst as cst
+
+    if isinstance(node, cst.Module) and node.body:
+        self.report(node.body[0], edits=[(node.body[0], None)])
+
+
+def test_a_module_wide_rewrite_is_narrowed_to_the_cell_it_changes():
+    fake = _Rewrite(_rule("PTL901", {"visit_Module": _mod_body}))
+    out, new = fake.run(["%matplotlib inline\nx = 1", "y = 1\nz = 3  # keep", "!ls\nw = 4"])
+    assert not out.errors
+    assert new == ["%matplotlib inline\nx = 1", "y = 2\nz = 3  # keep", "!ls\nw = 4"]
+    check, _ = fake.run(["x = 1", "y = 1"], mode="check")
+    (finding,) = check.findings
+    assert (finding.cell, finding.fix.edits[0].start, finding.fix.edits[0].content) == (
+        1, Position(1, 0), "y = 2\n")
+
+
+def test_a_fix_that_moves_code_across_cells_is_not_applied():
+    fake = _Rewrite(_rule("PTL902", {"visit_Module": _hoist}))
+    out, new = fake.run(["opt.step()\nx = 1", "y = 2"])
+    assert new is None and out.fixed == 0
+    assert [f.fix for f in out.findings] == [None]  # shown without a fix
+
+
+def test_a_fix_must_not_drop_a_magic():
+    fake = _Rewrite(_rule("PTL903", {"visit_Module": _drop_first}))
+    out, new = fake.run(["%time x = 1\ny = 2"])
+    assert new is None
+    assert out.errors == ["t.ipynb:cell 0:1: fix for PTL903 would break the cell; not applied"]
