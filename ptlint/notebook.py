@@ -149,8 +149,19 @@ class Masked:
         return pos
 
 
+# Could a line of the cell be IPython syntax? If not (most cells), nothing to scan.
+_MAYBE_IPYTHON = re.compile(r"^[ \t\f]*[%!?/,;]|\?[ \t\f]*(?:#[^\r\n]*)?\r?$|=\s*[!%]", re.M)
+
+
 def mask(source: str, next_id: int = 0) -> Masked | None:
     """The cell's Python, with IPython lines masked; None for a non-Python cell magic."""
+    blank = source[: len(source) - len(source.lstrip())]
+    if not _MAYBE_IPYTHON.search(source) and not re.split(r"\r\n|\r|\n", blank)[-1]:
+        return Masked(source, {})  # nothing to mask, nothing to dedent: most cells
+    return _mask(source, next_id)
+
+
+def _mask(source: str, next_id: int) -> Masked | None:
     lines = _lines(source)
     out: list[str] = []
     magics: dict[int, tuple[str, str, bool]] = {}
@@ -741,10 +752,11 @@ def _import_cell(texts: list[str], cells: list[_Cell], first_touched: int) -> in
     return None if not texts or cells[0].masked.dedented else 0
 
 
-def _fix(cells: list[_Cell], path: str, settings: "Settings", *, unsafe: bool
-         ) -> tuple[list[str], int, LintResult, list[str]]:
+def _fix(cells: list[_Cell], path: str, settings: "Settings", *, unsafe: bool,
+         first: LintResult | None = None) -> tuple[list[str], int, LintResult, list[str]]:
     """Apply allowed fixes until nothing changes; the module's texts per cell, the
-    number of fixes applied, what remains (module coordinates) and errors."""
+    number of fixes applied, what remains (module coordinates) and errors. `first`:
+    the lint of the cells as they are, when the caller has it."""
     texts = [c.text for c in cells]
     valid = [_compiles(t) for t in texts]
     applied = 0
@@ -752,7 +764,10 @@ def _fix(cells: list[_Cell], path: str, settings: "Settings", *, unsafe: bool
     errors: list[str] = []
     for _ in range(MAX_FIX_PASSES):
         layout = Layout(texts)
-        result = lint_text(layout.joined, path, settings)
+        if first is not None and applied == 0 and not rejected:
+            result = first
+        else:
+            result = lint_text(layout.joined, path, settings)
         mapped: dict[int, tuple[Finding, list[tuple[int, Edit]]]] = {}
         for f in result.findings:
             if f.fix is None or (f.code, f.span) in rejected or not settings.fix_allowed(
@@ -840,31 +855,35 @@ def process(path: Path, data: bytes, job: "Job", write: bool = True) -> "Outcome
         return out
 
     cells, broken = _prepare(nb, name, settings)
-    cells = _joined_parses(cells)
+    if not settings.is_enabled("PTL000", name):
+        cells = _joined_parses(cells)  # no PTL000 would tell that the module does not parse
     layout = Layout([c.text for c in cells])
+    first = lint_text(layout.joined, name, settings)
+    if any(f.code == "PTL000" for f in first.findings):
+        # every cell compiles, yet LibCST rejects the module: find the cells it rejects
+        cells = _joined_parses(cells)
+        layout = Layout([c.text for c in cells])
+        first = lint_text(layout.joined, name, settings)
 
-    def lint() -> LintResult:
-        result = lint_text(layout.joined, name, settings)
-        result.findings = _to_cells(result.findings, layout, cells)
-        return result
+    def in_cells(findings: list[Finding], texts: list[str] | None = None) -> list[Finding]:
+        where = layout if texts is None else Layout(texts)
+        return sorted(broken + _to_cells(findings, where, cells), key=lambda f: f.sort_key)
 
     if job.mode == "check" or not cells:
-        result = lint()
-        out.findings = sorted(broken + result.findings, key=lambda f: f.sort_key)
-        out.errors = result.errors
+        out.findings = in_cells(first.findings)
+        out.errors = first.errors
         if cache and not out.errors:
             cache.put(key, out.findings)
         return out
 
-    texts, applied, result, errors = _fix(cells, name, settings, unsafe=job.unsafe)
+    texts, applied, result, errors = _fix(cells, name, settings, unsafe=job.unsafe, first=first)
     changed = {}
     for cell, text in zip(cells, texts):
         new = _restore(cell, text)
         if new != cell.source:
             changed[cell.index] = new
     if not changed:
-        out.findings = sorted(broken + _to_cells(result.findings, Layout(texts), cells),
-                              key=lambda f: f.sort_key)
+        out.findings = in_cells(result.findings, texts)
         out.errors = result.errors
         if cache and not out.errors:
             cache.put(key, out.findings)
@@ -878,13 +897,10 @@ def process(path: Path, data: bytes, job: "Job", write: bool = True) -> "Outcome
     out.new_text = new_text
     if job.mode == "diff":
         out.diff = "".join(cell_diff(name, i, out.cells[i], changed[i]) for i in sorted(changed))
-        before = lint()
-        out.findings = sorted(broken + before.findings, key=lambda f: f.sort_key)
-        out.errors = [*errors, *before.errors]
+        out.findings = in_cells(first.findings)
+        out.errors = [*errors, *first.errors]
         return out
-    fixed_layout = Layout(texts)
-    out.findings = sorted(broken + _to_cells(result.findings, fixed_layout, cells),
-                          key=lambda f: f.sort_key)
+    out.findings = in_cells(result.findings, texts)
     out.errors = result.errors
     out.cells = {**out.cells, **changed}
     out.text = new_text

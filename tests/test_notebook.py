@@ -144,6 +144,7 @@ def test_unmask_restores_any_cell_exactly(pieces, newline, trailing):
         return
     assert len(notebook._lines(result.text)) == len(notebook._lines(source))
     assert unmask(result.text, result) == source
+    assert notebook._mask(source, 0) == result  # the shortcut for plain cells agrees
 
 
 # -- the notebook file ---------------------------------------------------------------
