@@ -858,7 +858,9 @@ def process(path: Path, data: bytes, job: "Job", write: bool = True) -> "Outcome
     if not settings.is_enabled("PTL000", name):
         cells = _joined_parses(cells)  # no PTL000 would tell that the module does not parse
     layout = Layout([c.text for c in cells])
-    first = lint_text(layout.joined, name, settings)
+    timings: dict[str, float] | None = {} if job.timings else None
+    first = lint_text(layout.joined, name, settings, timings=timings)
+    out.timings = timings or {}
     if any(f.code == "PTL000" for f in first.findings):
         # every cell compiles, yet LibCST rejects the module: find the cells it rejects
         cells = _joined_parses(cells)
