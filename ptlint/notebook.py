@@ -17,12 +17,11 @@ import bisect
 import difflib
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from json.decoder import scanstring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-import libcst as cst
 
 from ptlint.engine import (
     MAX_FIX_PASSES,
@@ -220,7 +219,7 @@ def unmask(text: str, masked: Masked) -> str:
 
 
 def _placeholders(text: str) -> list[int]:
-    return sorted(int(m.group(1)) for m in re.finditer(r"# ptlint-magic:(\d+)$", text, re.M))
+    return sorted(int(m.group(1)) for m in re.finditer(r"# ptlint-magic:(\d+)\r?$", text, re.M))
 
 
 # -- the notebook file ------------------------------------------------------------
@@ -332,10 +331,9 @@ class Notebook:
         return b"\xef\xbb\xbf" + data if self.bom else data
 
     def _ascii(self) -> bool:
-        """Whether the file escapes non-ASCII characters (json.dumps' ensure_ascii)."""
-        if not self.text.isascii():
-            return False
-        return True  # an all-ASCII file stays all ASCII
+        """Whether to escape non-ASCII characters (json.dumps' ensure_ascii): a file
+        that has none raw (escaped, or none at all) stays all ASCII."""
+        return self.text.isascii()
 
     def _style(self) -> _Style | None:
         text = self.text
@@ -513,16 +511,12 @@ class Layout:
     """The joined module, and where each cell sits in it."""
 
     def __init__(self, texts: list[str]) -> None:
-        self.texts = texts
         self.joined = "".join(texts)
         self.first_lines: list[int] = []  # 1-based line of the module where each cell starts
-        self.offsets: list[int] = []
-        line, offset = 1, 0
+        line = 1
         for text in texts:
             self.first_lines.append(line)
-            self.offsets.append(offset)
             line += len(_lines(text))  # every text ends with a line break (or is empty)
-            offset += len(text)
         self._starts: list[int] | None = None
 
     def locate(self, pos: Position, *, end: bool = False) -> tuple[int, Position]:

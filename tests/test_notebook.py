@@ -586,3 +586,45 @@ def test_a_fix_must_not_drop_a_magic():
     out, new = fake.run(["%time x = 1\ny = 2"])
     assert new is None
     assert out.errors == ["t.ipynb:cell 0:1: fix for PTL903 would break the cell; not applied"]
+
+
+def _inline(*cells, **meta) -> bytes:
+    nb = {"cells": [c if isinstance(c, dict) else {
+        "cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
+        for c in cells], "metadata": meta, "nbformat": 4, "nbformat_minor": 5}
+    return (json.dumps(nb, indent=1) + "\n").encode()
+
+
+def test_file_level_noqa_in_any_cell_skips_the_notebook():
+    data = _inline("import torch\nm = torch.nn.DataParallel(x)", "# ptlint: noqa")
+    assert process(Path("x.ipynb"), "PTL102", data=data).findings == []
+    data = _inline("import torch\nm = torch.nn.DataParallel(x)", "# ptlint: noqa: PTL001")
+    assert len(process(Path("x.ipynb"), "PTL102", data=data).findings) == 1
+
+
+def test_cells_in_another_language_are_skipped():
+    sql = {"cell_type": "code", "execution_count": None, "outputs": [], "source": "SELECT 1",
+           "metadata": {"vscode": {"languageId": "sql"}}}
+    data = _inline("import torch", sql, "m = torch.nn.DataParallel(x)")
+    out = process(Path("x.ipynb"), "PTL102", data=data)
+    assert [(f.cell, f.code) for f in out.findings] == [(2, "PTL102")]
+
+
+def test_top_level_await_and_crlf_sources():
+    data = _inline("import torch\r\n%time x = 1\r\nawait thing()\r\n",
+                   "m = torch.nn.DataParallel(x)\r\n!ls\r\n")
+    out = process(Path("x.ipynb"), "PTL102", data=data)
+    assert [(f.cell, f.span.start.line, f.code) for f in out.findings] == [(1, 1, "PTL102")]
+    fixed = process(Path("x.ipynb"), "PTL102", mode="fix", data=data)
+    cells = [c["source"] for c in json.loads(fixed.new_text)["cells"]]
+    assert cells[0] == "import torch\r\nfrom torch.nn.parallel import DistributedDataParallel\r\n" \
+                      "\r\n%time x = 1\r\nawait thing()\r\n"
+    assert cells[1] == "m = DistributedDataParallel(x) if torch.distributed.is_initialized() " \
+                      "else x\r\n!ls\r\n"
+
+
+def test_a_notebook_without_code_cells():
+    data = _inline({"cell_type": "markdown", "metadata": {}, "source": ["# nothing"]})
+    for mode in ("check", "fix", "diff"):
+        out = process(Path("x.ipynb"), "PTL102", mode=mode, data=data)
+        assert out.findings == [] and out.errors == [] and out.new_text is None
