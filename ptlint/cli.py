@@ -273,7 +273,11 @@ def _stdin(args: argparse.Namespace, job) -> "Outcome":
 def _sources(findings, outcomes) -> dict[str, str]:
     from ptlint.textio import read_source
 
-    sources = {out.path: out.text for out in outcomes if out.text is not None}
+    from ptlint.output import source_key
+
+    sources = {out.path: out.text for out in outcomes if out.text is not None and not out.cells}
+    for out in outcomes:  # notebooks: each cell's source
+        sources.update((source_key(out.path, i), text) for i, text in out.cells.items())
     for f in findings:
         if f.path not in sources and f.cell is None:
             try:

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from ptlint.config import Settings
 
 MAX_FIX_PASSES = 10
+# compile() under a name that is no file: given a real path, CPython re-reads the
+# line from disk to place a syntax error, which is wrong for notebooks and for
+# files in other encodings.
+_PSEUDO_FILE = "<ptlint>"
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.I)
 _FILE_NOQA = re.compile(r"^[ \t\f]*#\s*ptlint:\s*noqa\b(?::\s*(?P<codes>[A-Z0-9,\s]+))?", re.I | re.M)
@@ -48,7 +52,7 @@ def _syntax_error(path: str, text: str, exc: Exception) -> Finding:
     more precise than the parser's; LibCST's own when Python accepts the file."""
     code, name = SYNTAX_ERROR
     try:
-        compile(text, path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+        compile(text, _PSEUDO_FILE, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
     except SyntaxError as err:  # includes IndentationError / TabError
         line = err.lineno or 1
         column = max((err.offset or 1) - 1, 0)
@@ -100,7 +104,7 @@ def lint_text(
         # than LibCST's) is enough to report a syntax error.
         if settings.is_enabled("PTL000", path):
             try:
-                compile(text, path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+                compile(text, _PSEUDO_FILE, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
             except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
                 result.findings.append(_syntax_error(path, text, exc))
         if timings is not None:
@@ -226,6 +230,8 @@ def apply_edits(text: str, edits: Iterable[Edit]) -> str:
     starts = line_starts(text)
 
     def offset(pos: Position) -> int:
+        if pos.line > len(starts):  # the end of a file without a final line break
+            return len(text)
         return starts[pos.line - 1] + pos.column
 
     out, last = [], 0
@@ -276,7 +282,7 @@ def add_imports(text: str, imports: Iterable[str]) -> str:
 def _valid(text: str, path: str) -> bool:
     try:
         parse(text)
-        compile(text, path, "exec", dont_inherit=True)
+        compile(text, _PSEUDO_FILE, "exec", dont_inherit=True)
     except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError):
         return False
     return True

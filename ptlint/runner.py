@@ -33,6 +33,7 @@ class Outcome:
     diff: str | None = None
     new_text: str | None = None  # stdin with --fix: what to print
     timings: dict[str, float] = field(default_factory=dict)
+    cells: dict[int, str] = field(default_factory=dict)  # notebooks: cell index -> source
 
 
 @dataclass
