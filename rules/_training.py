@@ -201,7 +201,7 @@ def _on_grad(node: cst.BaseExpression) -> bool:
     return False
 
 
-_CLEARING_NAME = re.compile(r"zero_?grad|clear_?grad", re.I)
+_CLEARING_NAME = re.compile(r"(?:zero|clear|reset)_?grad", re.I)
 
 
 def clears_gradients(call: cst.Call) -> bool:

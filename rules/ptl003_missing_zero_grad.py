@@ -44,11 +44,13 @@ class _Loop:
 class MissingZeroGrad(StatementRule):
     """
     ## What it does
-    Flags a loop that calls `.backward()` and an optimizer step
-    (`optimizer.step()`, `scaler.step(optimizer)`) but never clears the
-    gradients inside the loop (`optimizer.zero_grad()`, `model.zero_grad()`,
-    `p.grad = None`, `p.grad.zero_()`, or a helper in the same file that
-    does one of these).
+    Flags a loop that calls `.backward()` and steps an optimizer but never
+    clears the gradients inside the loop.
+
+    The step is `optimizer.step()` or `scaler.step(optimizer)` (not
+    `scheduler.step()`); clearing is `optimizer.zero_grad()`,
+    `model.zero_grad()`, `p.grad = None`, `p.grad.zero_()`, or a call of a
+    helper defined in the same file that does one of these.
 
     ## Why is this bad?
     `.backward()` adds to `.grad`; it never overwrites it. Without clearing,
@@ -57,9 +59,10 @@ class MissingZeroGrad(StatementRule):
     training diverges or stalls.
 
     Gradient accumulation (clearing only every `k` batches, inside the loop),
-    an LBFGS closure that clears, and distributed autograd (gradients live
-    in a per-iteration context) are not flagged. In nested loops the rule
-    reports the innermost loop that both backpropagates and steps.
+    an LBFGS closure that clears, distributed autograd (gradients live in a
+    per-iteration context) and an optimizer built anew in every iteration
+    are not flagged. In nested loops the rule reports the innermost loop
+    that both backpropagates and steps.
 
     ## Example
     ```python
@@ -211,7 +214,12 @@ class MissingZeroGrad(StatementRule):
                 loop.parent.blocked = True
             if not trains or cleared or loop.blocked:
                 continue
-            self._report(loop, [optimizer for optimizer, _ in steps])
+            optimizers = [optimizer for optimizer, _ in steps]
+            if all(key(o) is not None and _rebound(loop.node, key(o)) for o in optimizers):
+                # a new optimizer each iteration (`opt = SGD([x], ...)` on a fresh
+                # leaf): one step per optimizer, nothing to accumulate
+                continue
+            self._report(loop, optimizers)
 
     def _report(self, loop: _Loop, optimizers: list[cst.BaseExpression]) -> None:
         names = {key(o) for o in optimizers}
@@ -273,8 +281,9 @@ class MissingZeroGrad(StatementRule):
         return first_path, block, statement
 
 
-def _rebound(loop: cst.For | cst.While, optimizer: str) -> bool:
-    """Whether the loop body rebinds the optimizer (or the name it hangs off),
-    so it may not hold the right object before the backward."""
+def _rebound(loop: cst.For | cst.While, optimizer: str | None) -> bool:
+    """Whether the loop body rebinds the optimizer (or the name it hangs off)."""
+    if optimizer is None:
+        return False
     bound = bound_keys(loop.body)
     return optimizer in bound or optimizer.split(".")[0] in bound

@@ -10,9 +10,11 @@ from ptlint.model import Safety
 from ptlint.rules._training import (
     Optimizers,
     StatementRule,
+    clearing_target,
     is_backward,
     is_zero_grad,
     key,
+    method_name,
     owner_of,
     receiver,
 )
@@ -60,7 +62,13 @@ class ZeroGradBeforeStep(StatementRule):
     the step that follows sees zeros (or `None`) and the parameters never
     change: the model does not learn, and nothing fails. A classic form is
     gradient accumulation with AMP, where `optimizer.zero_grad()` is put in
-    the `if` branch just before `scaler.step(optimizer)`.
+    the `if` branch just before `scaler.step(optimizer)`; there, since
+    `zero_grad()` sets gradients to `None` by default, an enabled
+    `GradScaler` fails with "No inf checks were recorded for this
+    optimizer".
+
+    Gradients written back by hand between the two (`p.grad = g`,
+    `p.grad.copy_(g)`) count as a fresh backward.
 
     ## Example
     ```python
@@ -136,22 +144,35 @@ class ZeroGradBeforeStep(StatementRule):
         self.lambdas -= 1
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        self.optimizers.note_assignment(self, [t.target for t in node.targets], node.value)
+        targets = [t.target for t in node.targets]
+        self.optimizers.note_assignment(self, targets, node.value)
+        if any(clearing_target(t) for t in targets):
+            self._event("backward", node)  # `p.grad = g`: gradients written by hand
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         self.optimizers.note_assignment(self, [node.target], node.value)
 
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if clearing_target(node.target):
+            self._event("backward", node)  # `p.grad += g`
+
     def visit_Call(self, node: cst.Call) -> None:
-        if self.lambdas:
-            return  # runs later, if at all
-        if is_backward(self, node):
-            kind = "backward"
+        name = method_name(node) or ""
+        if is_backward(self, node) or name.endswith("backward"):
+            kind = "backward"  # incl. `self.manual_backward(loss)`, `engine.backward(loss)`
+        elif name.endswith("_") and clearing_target(receiver(node) or node):
+            kind = "backward"  # `p.grad.copy_(g)`: gradients written by hand
         elif is_zero_grad(node):
             kind = "zero"
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "step":
             kind = "step"
         else:
             return
+        self._event(kind, node)
+
+    def _event(self, kind: str, node: cst.CSTNode) -> None:
+        if self.lambdas:
+            return  # runs later, if at all
         statement = self.innermost_statement()
         if statement is not None:
             path = tuple(self.path) if kind != "backward" else ()
@@ -198,8 +219,10 @@ class ZeroGradBeforeStep(StatementRule):
                 other = state
             return _merge(taken, other)
         if isinstance(statement, (cst.For, cst.While)):
+            # assume the body runs: a loop written to run zero times is rare,
+            # and `for p in params: p.grad = g` must count
             looped = self._scan_suite(statement.body, state.copy())
-            after = _merge(state, looped)
+            after = looped if looped is not None else state
             if statement.orelse is not None and after is not None:
                 after = self._scan_suite(statement.orelse.body, after)
             return after
@@ -274,12 +297,19 @@ class ZeroGradBeforeStep(StatementRule):
         body = list(owner.body)
         at_zero = next(i for i, s in enumerate(body) if s is line)
         at_step = next(i for i, s in enumerate(body) if s is statement)
-        if at_step < at_zero:
+        if at_step < at_zero or any(self._backward_in(s) for s in body[at_zero + 1:at_step]):
+            # a backward on some path in between: moving the zero_grad past it
+            # would change more than the bug
             self.report(zero.call)
             return
         anchor = self._after_update(body, at_step, step)
         edit = self.block_edit(zero.path, owner, move_after(owner, line, anchor))
         self.report(zero.call, edits=[edit] if edit else ())
+
+    def _backward_in(self, node: cst.CSTNode) -> bool:
+        if any(kind == "backward" for kind, _, _ in self.events.get(id(node), ())):
+            return True
+        return any(self._backward_in(child) for child in node.children)
 
     def _after_update(self, body, at_step: int, step: cst.Call):
         """The step's statement, or the `scaler.update()` that follows it
