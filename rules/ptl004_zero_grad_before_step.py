@@ -39,13 +39,16 @@ class _State:
 
 
 def _merge(*states: "_State | None") -> "_State | None":
+    """Paths joining: what holds on every one of them that is still alive.
+    A `zero_grad()` stays pending only if it is pending on all of them, so
+    one in a branch of its own (`if not finite: optimizer.zero_grad()`, a
+    deliberate skipped step) is not reported."""
     live = [s for s in states if s is not None]
     if not live:
         return None
-    pending: list[_Zero] = []
-    for state in live:
-        pending += [z for z in state.pending if all(z is not p for p in pending)]
-    return _State(any(s.backward for s in live), pending)
+    pending = [z for z in live[0].pending
+               if all(any(z is p for p in other.pending) for other in live[1:])]
+    return _State(all(s.backward for s in live), pending)
 
 
 _ENDS_PATH = (cst.Return, cst.Raise, cst.Continue, cst.Break)
@@ -55,7 +58,8 @@ class ZeroGradBeforeStep(StatementRule):
     """
     ## What it does
     Flags `zero_grad()` that runs after `.backward()` and before the
-    optimizer step on the same path, with no other backward in between.
+    optimizer step on the same path, with no other backward in between on
+    any path from one to the other.
 
     ## Why is this bad?
     `zero_grad()` clears the gradients the backward pass just computed, so
