@@ -244,7 +244,9 @@ class Optimizers:
             return
         name = rule.qualified_name(value.func) or ""
         callee = terminal(value.func)
-        if name.startswith("torch.optim.lr_scheduler.") or _SCHEDULER_NAME.search(callee):
+        if name.startswith("torch.optim.lr_scheduler.") or (
+                _SCHEDULER_NAME.search(callee) and not _OPTIMIZER_NAME.search(callee)):
+            # `get_cosine_schedule_with_warmup(...)`, but not `ScheduledOptim(...)`
             kind = self.schedulers
         elif name.startswith("torch.optim.") and not name.startswith("torch.optim.swa_utils"):
             kind = self.optimizers
@@ -266,8 +268,12 @@ class Optimizers:
                         self.model_of[text] = model
 
     def is_scheduler(self, node: cst.BaseExpression | None) -> bool:
-        text = key(node)
-        return text in self.schedulers or bool(_SCHEDULER_NAME.search(terminal(node)))
+        name = terminal(node)
+        if _SCHEDULER_NAME.search(name):
+            return True
+        # built by a scheduler, unless its own name says optimizer
+        # (`optimizer = AdamWScheduleFree(...)`)
+        return key(node) in self.schedulers and not _OPTIMIZER_NAME.search(name)
 
     def is_optimizer(self, node: cst.BaseExpression | None) -> bool:
         if node is None or self.is_scheduler(node):
