@@ -321,10 +321,13 @@ class _Bindings(cst.CSTVisitor):
     def __init__(self) -> None:
         super().__init__()
         self.keys: set[str] = set()
+        self.from_calls: set[str] = set()  # `x = f(...)`
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self.keys.update(_target_keys(target.target))
+            if isinstance(node.value, cst.Call):
+                self.from_calls.update(_target_keys(target.target))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self.keys.update(_target_keys(node.target))
@@ -353,9 +356,10 @@ class _Bindings(cst.CSTVisitor):
         return False
 
 
-def bound_keys(node: cst.CSTNode) -> set[str]:
+def bound_keys(node: cst.CSTNode, *, from_calls: bool = False) -> set[str]:
     """Names and attribute chains (`opt`, `self.opt`) bound anywhere in `node`
-    (not inside nested functions or classes)."""
+    (not inside nested functions or classes); with `from_calls`, only those
+    assigned the result of a call (`opt = SGD(...)`)."""
     finder = _Bindings()
     node.visit(finder)
-    return finder.keys
+    return finder.from_calls if from_calls else finder.keys

@@ -215,7 +215,8 @@ class MissingZeroGrad(StatementRule):
             if not trains or cleared or loop.blocked:
                 continue
             optimizers = [optimizer for optimizer, _ in steps]
-            if all(key(o) is not None and _rebound(loop.node, key(o)) for o in optimizers):
+            built = bound_keys(loop.node.body, from_calls=True)
+            if all(key(o) in built for o in optimizers):
                 # a new optimizer each iteration (`opt = SGD([x], ...)` on a fresh
                 # leaf): one step per optimizer, nothing to accumulate
                 continue
