@@ -131,7 +131,8 @@ class ZeroGradBeforeStep(StatementRule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.optimizers = Optimizers()
-        # events in each statement, in order: ("backward" | "zero" | "step", call)
+        # events in each statement, in order: (kind, node, path to it), kind one
+        # of "backward" (or gradients written by hand), "zero", "step"
         self.events: dict[int, list[tuple[str, cst.Call, tuple]]] = {}
         self.functions: list[cst.FunctionDef] = []
         self.lambdas = 0
@@ -184,7 +185,6 @@ class ZeroGradBeforeStep(StatementRule):
 
     # -- the scan ----------------------------------------------------------
     def finish(self) -> None:
-        self.steps_in: dict[int, set[str]] = {}
         self._scan_body(self.module.body, _State())
         for function in self.functions:
             self._scan_suite(function.body, _State())
