@@ -605,7 +605,9 @@ def _prepare(nb: Notebook, path: str, settings: "Settings") -> tuple[list[_Cell]
             try:
                 parse(text)
             except Exception as exc:  # noqa: BLE001 - any parser failure is a syntax error
-                finding = _syntax_error(path, text, exc)
+                finding = _syntax_error(path, exc, text)
+                if isinstance(finding, str):  # only LibCST rejects the cell: leave it out
+                    continue
                 if settings.is_enabled(finding.code, path):
                     broken.append(replace(finding, cell=index))
                 continue
