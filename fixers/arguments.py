@@ -72,7 +72,9 @@ def prepend_argument(call: cst.Call, value: str | cst.BaseExpression) -> cst.Cal
     if not call.args:
         return call.with_changes(args=[cst.Arg(value=_expr(value))])
     after = call.whitespace_before_args
-    if not isinstance(after, cst.ParenthesizedWhitespace):  # one line: `f(value, a)`
+    if isinstance(after, cst.ParenthesizedWhitespace):  # on the next line, without the comment
+        after = after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=())
+    else:  # one line: `f(value, a)`
         after = _SPACE
     first = cst.Arg(value=_expr(value), comma=cst.Comma(whitespace_after=after))
     return call.with_changes(args=[first, *call.args])
