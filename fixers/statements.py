@@ -20,20 +20,24 @@ def _index(block: cst.IndentedBlock | cst.Module, stmt: cst.BaseStatement) -> in
 
 def insert_before(block: Block, stmt: cst.BaseStatement, new: cst.BaseStatement) -> Block:
     """`block` with `new` inserted just before its direct child `stmt`. The comments
-    and blank lines above `stmt` move above `new`, so they still head the group."""
+    and blank lines above `stmt` move above `new` (and its own), so they still head
+    the group."""
     i = _index(block, stmt)
     body = list(block.body)
-    new = new.with_changes(leading_lines=stmt.leading_lines)
+    new = new.with_changes(leading_lines=(*stmt.leading_lines, *new.leading_lines))
     body[i:i + 1] = [new, stmt.with_changes(leading_lines=())]
     return block.with_changes(body=body)
 
 
-def without_statement(block: Block, stmt: cst.BaseStatement) -> Block:
+def without_statement(block: Block, stmt: cst.BaseStatement, *, keep_comments: bool = True) -> Block:
     """`block` without its direct child `stmt`; a block left empty gets `pass`.
-    The comments and blank lines above `stmt` stay, on the next statement."""
+    The comments and blank lines above `stmt` stay, on the next statement, unless
+    `keep_comments` is False (they leave with a statement that moves elsewhere)."""
     i = _index(block, stmt)
     body = list(block.body)
     del body[i]
+    if not keep_comments:
+        stmt = stmt.with_changes(leading_lines=())
     if i < len(body):
         nxt = body[i]
         body[i] = nxt.with_changes(leading_lines=(*stmt.leading_lines, *nxt.leading_lines))

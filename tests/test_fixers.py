@@ -95,3 +95,16 @@ def test_without_statement_leaves_pass():
     loop = module.body[0]
     out = module.with_deep_changes(loop, body=without_statement(loop.body, loop.body.body[0])).code
     assert out == "for b in data:\n    pass\n"
+
+
+def test_insert_before_keeps_the_new_statements_comments():
+    module = cst.parse_module("a()\nb()\n")
+    new = cst.parse_statement("# set up\nsetup()\n")
+    assert insert_before(module, module.body[1], new).code == "a()\n# set up\nsetup()\nb()\n"
+
+
+def test_without_statement_can_drop_its_comments():
+    module = cst.parse_module("for b in data:\n    # make s\n    s = S()\n    step(b)\n")
+    loop = module.body[0]
+    body = without_statement(loop.body, loop.body.body[0], keep_comments=False)
+    assert module.with_deep_changes(loop, body=body).code == "for b in data:\n    step(b)\n"
