@@ -64,3 +64,34 @@ def positional(call: cst.Call, index: int) -> cst.Arg | None:
     """The `index`-th positional argument (no keyword, no star), or None."""
     plain = [a for a in call.args if a.keyword is None and not a.star]
     return plain[index] if index < len(plain) else None
+
+
+def prepend_argument(call: cst.Call, value: str | cst.BaseExpression) -> cst.Call:
+    """`call` with `value` as a new first positional argument: `f(a, k=1)` → `f(value, a, k=1)`;
+    an argument list that starts on its own line gets the new argument on its own line."""
+    if not call.args:
+        return call.with_changes(args=[cst.Arg(value=_expr(value))])
+    after = call.whitespace_before_args
+    if isinstance(after, cst.ParenthesizedWhitespace):  # on the next line, without the comment
+        after = after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=())
+    else:  # one line: `f(value, a)`
+        after = _SPACE
+    first = cst.Arg(value=_expr(value), comma=cst.Comma(whitespace_after=after))
+    return call.with_changes(args=[first, *call.args])
+
+
+def positionals_as_keywords(call: cst.Call, names: list[str] | tuple[str, ...]) -> cst.Call | None:
+    """`call` with its leading positional arguments passed by keyword, the i-th as
+    `names[i]`: `f(a, b, k=1)` with ("x", "y") → `f(x=a, y=b, k=1)`. None when a
+    positional argument has no name to take or `*args` is among them."""
+    args = list(call.args)
+    for i, arg in enumerate(args):
+        if arg.keyword is not None or arg.star == "**":
+            break
+        if arg.star or i >= len(names):
+            return None
+        args[i] = arg.with_changes(
+            keyword=cst.Name(names[i]),
+            equal=cst.AssignEqual(whitespace_before=_NONE, whitespace_after=_NONE),
+        )
+    return call.with_changes(args=args)

@@ -4,11 +4,6 @@ Every function takes the *owner* of a statement list (an `IndentedBlock` or
 the `Module`) and returns a new owner, so a rule reports one edit that
 replaces the owner. Comments travel with the statement they sit directly
 above; blank lines stay where they were.
-
-The engine renders a replacement node on its own (`Module.code_for_node`),
-which knows nothing about the blocks around it. `at_indent` makes a nested
-`IndentedBlock` render with its absolute indentation, so that it can replace
-the original block in place.
 """
 from __future__ import annotations
 
@@ -112,17 +107,25 @@ def hoist_out_of_with(owner: Owner, with_node: cst.With, first: cst.BaseStatemen
     return owner.with_changes(body=body, footer=footer)
 
 
-def at_indent(block: cst.IndentedBlock, indent: str) -> cst.IndentedBlock:
-    """`block` set to render at the absolute indentation `indent` (its
-    enclosing blocks' indentation plus its own), for replacing it in place."""
-    return block.with_changes(indent=indent)
+def without_statement(owner: Owner, statement: cst.BaseStatement, *,
+                      keep_comments: bool = True) -> Owner:
+    """`owner` without its direct child `statement`; a block left empty gets `pass`.
+    The comments and blank lines above `statement` stay, on the next statement,
+    unless `keep_comments` is False (they leave with a statement that moves elsewhere)."""
+    body = list(owner.body)
+    at = _index(body, statement)
+    del body[at]
+    if not keep_comments:
+        statement = statement.with_changes(leading_lines=())
+    if at < len(body):
+        following = body[at]
+        body[at] = following.with_changes(
+            leading_lines=(*statement.leading_lines, *following.leading_lines))
+    if not body and isinstance(owner, cst.IndentedBlock):
+        body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=statement.leading_lines)]
+    return owner.with_changes(body=body)
 
 
-def absolute_indent(ancestors: Sequence[cst.CSTNode], default_indent: str) -> str:
-    """The absolute indentation of the innermost `IndentedBlock` in
-    `ancestors` (a root-to-node path), given the module's default indent."""
-    indent = ""
-    for node in ancestors:
-        if isinstance(node, cst.IndentedBlock):
-            indent += default_indent if node.indent is None else node.indent
-    return indent
+def statement(code: str) -> cst.BaseStatement:
+    """One statement of any kind parsed from `code` (e.g. "scaler.unscale_(optimizer)")."""
+    return cst.parse_statement(code)

@@ -347,7 +347,7 @@ def _build_findings(
                 edits = []
                 for old, new in report.edits:
                     span = inclusive[old]
-                    content = "" if new is None else module.code_for_node(new)
+                    content = "" if new is None else _edit_content(module, old, new, span)
                     edits.append(Edit(_position(span.start), _position(span.end), content))
                 fix = Fix(
                     title=report.fix_title or "Apply the fix",
@@ -374,6 +374,20 @@ def _build_findings(
             )
         )
     return findings
+
+
+def _edit_content(module: cst.Module, old: cst.CSTNode, new: cst.CSTNode, span: object) -> str:
+    """The text of `new` in place of `old`. A node printed on its own loses the
+    indentation of its block on continuation lines (`ParenthesizedWhitespace`
+    with `indent=True`), so a replacement that spans lines is printed in place."""
+    content = module.code_for_node(new)
+    if "\n" not in content and "\r" not in content:
+        return content
+    original = module.code
+    offset = offsets(original)
+    begin, end = offset(_position(span.start)), offset(_position(span.end))
+    whole = module.deep_replace(old, new).code
+    return whole[begin:len(whole) - (len(original) - end)]
 
 
 # -- fixing -----------------------------------------------------------------

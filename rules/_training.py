@@ -15,7 +15,6 @@ from typing import Sequence
 
 import libcst as cst
 
-from ptlint.fixers.statements import absolute_indent, at_indent
 from ptlint.names import dotted
 from ptlint.rule import Rule
 
@@ -64,41 +63,9 @@ class StatementRule(Rule):
     def block_edit(
         self, path: Sequence[cst.CSTNode], owner: cst.CSTNode, new_owner: cst.CSTNode
     ) -> tuple[cst.CSTNode, cst.CSTNode] | None:
-        """The (old, new) edit replacing `owner` (an IndentedBlock or the
-        Module, found on `path`) by `new_owner`, rendered at its indentation;
-        None where the edit cannot be applied (a span that runs past the end
-        of a file without a final newline)."""
-        if not self.module.has_trailing_newline and _reaches_end(self.module, owner):
-            return None
-        if isinstance(owner, cst.IndentedBlock):
-            upto = [n for n in path[: _position(path, owner) + 1]]
-            indent = absolute_indent(upto, self.module.default_indent)
-            return owner, at_indent(new_owner, indent)
+        """The (old, new) edit replacing `owner` (an IndentedBlock or the Module)
+        by `new_owner`; the engine prints it in place, at the block's indentation."""
         return owner, new_owner
-
-
-def _reaches_end(module: cst.Module, block: cst.CSTNode) -> bool:
-    """Whether `block` ends where the module ends."""
-    node: cst.CSTNode | None = module
-    while node is not None:
-        if node is block:
-            return True
-        if isinstance(node, (cst.Module, cst.IndentedBlock)):
-            node = node.body[-1] if node.body and not node.footer else None
-        elif isinstance(node, (cst.For, cst.While, cst.Try, cst.TryStar)) and node.orelse:
-            node = node.orelse.body if not getattr(node, "finalbody", None) else node.finalbody.body
-        elif isinstance(node, (cst.Try, cst.TryStar)):
-            node = node.finalbody.body if node.finalbody else node.handlers[-1].body
-        elif isinstance(node, cst.If):
-            node = node.orelse if isinstance(node.orelse, cst.If) else (
-                node.orelse.body if node.orelse else node.body)
-        elif isinstance(node, cst.Match):
-            node = node.cases[-1].body
-        elif isinstance(node, (cst.For, cst.While, cst.With, cst.FunctionDef, cst.ClassDef)):
-            node = node.body
-        else:
-            return False
-    return False
 
 
 def _position(path: Sequence[cst.CSTNode], node: cst.CSTNode) -> int:

@@ -7,10 +7,8 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, WhitespaceInclusivePositionProvider
 
-from ptlint.engine import apply_edits
+from ptlint.engine import _edit_content, apply_edits
 from ptlint.fixers.statements import (
-    absolute_indent,
-    at_indent,
     hoist_out_of_with,
     insert_before,
     move_after,
@@ -18,6 +16,9 @@ from ptlint.fixers.statements import (
     split_leading_lines,
 )
 from ptlint.model import Edit, Position
+from ptlint.fixers.arguments import positionals_as_keywords, prepend_argument
+from ptlint.fixers.calls import called
+from ptlint.fixers.statements import statement, without_statement
 
 
 def _code(text: str) -> str:
@@ -25,11 +26,11 @@ def _code(text: str) -> str:
 
 
 def _replace(module: cst.Module, old: cst.CSTNode, new: cst.CSTNode) -> str:
-    """Apply one edit the way the engine does: old's inclusive span, new's code."""
+    """Apply one edit the way the engine does: old's inclusive span, new printed in place."""
     span = MetadataWrapper(module, unsafe_skip_copy=True).resolve(
         WhitespaceInclusivePositionProvider)[old]
     edit = Edit(Position(span.start.line, span.start.column),
-                Position(span.end.line, span.end.column), module.code_for_node(new))
+                Position(span.end.line, span.end.column), _edit_content(module, old, new, span))
     return apply_edits(module.code, [edit])
 
 
@@ -77,11 +78,10 @@ def test_split_leading_lines():
     "if a:\n\tif b:\n\t\tx = 1\n\t\t# c\n\ty = 2\n",
     "class A:\n  def f(self):\n      with x:  # h\n          pass\n\n  # between\n  def g(self): return 1\n",
 ])
-def test_at_indent_renders_every_block_in_place(source):
+def test_every_block_replaced_by_itself_is_printed_in_place(source):
     module = cst.parse_module(source)
     for block, path in _blocks(module):
-        indent = absolute_indent(path, module.default_indent)
-        assert _replace(module, block, at_indent(block, indent)) == source
+        assert _replace(module, block, block) == source
 
 
 def _inner_block(module: cst.Module):
@@ -96,8 +96,7 @@ def test_insert_before_keeps_comments_with_their_statement():
     block, path = _inner_block(module)
     backward = block.body[1]
     new = insert_before(block, backward, simple_statement("optimizer.zero_grad()"))
-    indent = absolute_indent(path, module.default_indent)
-    assert _replace(module, block, at_indent(new, indent)) == NESTED.replace(
+    assert _replace(module, block, new) == NESTED.replace(
         "\n\n            # backward pass\n",
         "\n\n            optimizer.zero_grad()\n            # backward pass\n")
 
@@ -171,7 +170,7 @@ def test_hoist_out_of_with_keeps_the_rest_inside():
     first = with_node.body.body[1]
     new = hoist_out_of_with(block, with_node, first)
     path = [module, module.body[0], block]
-    assert _replace(module, block, at_indent(new, absolute_indent(path, "    "))) == _code("""
+    assert _replace(module, block, new) == _code("""
         def step(model, x, scaler, opt):
             # forward
             with torch.autocast("cpu"):  # amp
@@ -190,7 +189,7 @@ def test_hoist_out_of_with_drops_an_emptied_with_but_not_its_comments():
     with_node = block.body[0]
     new = hoist_out_of_with(block, with_node, with_node.body.body[0])
     path = [module, module.body[0], block]
-    assert _replace(module, block, at_indent(new, absolute_indent(path, "    "))) == _code("""
+    assert _replace(module, block, new) == _code("""
         def step(model, x, scaler, opt):
             # forward
             # amp
@@ -213,3 +212,105 @@ def test_hoist_out_of_with_rejects_one_line_body():
     module = cst.parse_module("with a: b()\n")
     with pytest.raises(ValueError):
         hoist_out_of_with(module, module.body[0], module.body[0])
+
+
+
+def _call(code: str) -> cst.Call:
+    node = cst.parse_expression(code)
+    assert isinstance(node, cst.Call)
+    return node
+
+
+def _printed(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+@pytest.mark.parametrize("before, after", [
+    ("f()", 'f("cuda")'),
+    ("f(a)", 'f("cuda", a)'),
+    ("f(a, k=1)", 'f("cuda", a, k=1)'),
+    ("f(**kw)", 'f("cuda", **kw)'),
+    ("f(\n    a,\n)", 'f(\n    "cuda",\n    a,\n)'),
+])
+def test_prepend_argument(before, after):
+    assert _printed(prepend_argument(_call(before), '"cuda"')) == after
+
+
+@pytest.mark.parametrize("before, after", [
+    ("f()", "f()"),
+    ("f(a)", "f(x=a)"),
+    ("f(a, b, k=1)", "f(x=a, y=b, k=1)"),
+    ("f(a, **kw)", "f(x=a, **kw)"),
+    ("f(k=1)", "f(k=1)"),
+])
+def test_positionals_as_keywords(before, after):
+    assert _printed(positionals_as_keywords(_call(before), ("x", "y"))) == after
+
+
+@pytest.mark.parametrize("code", ["f(a, b, c)", "f(*args)", "f(a, *args)"])
+def test_positionals_as_keywords_refuses(code):
+    assert positionals_as_keywords(_call(code), ("x", "y")) is None
+
+
+@pytest.mark.parametrize("before, after", [
+    ("torch.no_grad", "torch.no_grad()"),
+    ("no_grad", "no_grad()"),
+    ("(torch.no_grad)", "(torch.no_grad())"),
+])
+def test_called(before, after):
+    assert _printed(called(cst.parse_expression(before))) == after
+
+
+def _block(code: str) -> cst.IndentedBlock:
+    module = cst.parse_module(code)
+    block = module.body[0].body
+    assert isinstance(block, cst.IndentedBlock)
+    return block
+
+
+def test_insert_before_leaves_the_comment_on_its_statement():
+    module = cst.parse_module("for b in data:\n    step(b)\n\n    # clip\n    clip(p)\n")
+    loop = module.body[0]
+    block = loop.body
+    new = insert_before(block, block.body[1], statement("unscale(opt)"))
+    out = module.with_deep_changes(loop, body=new).code
+    assert out == "for b in data:\n    step(b)\n\n    unscale(opt)\n    # clip\n    clip(p)\n"
+
+
+def test_insert_before_in_a_module():
+    module = cst.parse_module("import a\nrun()\n")
+    out = insert_before(module, module.body[1], statement("setup()"))
+    assert out.code == "import a\nsetup()\nrun()\n"
+
+
+def test_insert_before_needs_a_direct_child():
+    block = _block("if x:\n    if y:\n        go()\n")
+    with pytest.raises(ValueError):
+        insert_before(block, block.body[0].body.body[0], statement("stop()"))
+
+
+def test_without_statement():
+    module = cst.parse_module("for b in data:\n    s = S()\n    # step\n    step(b)\n")
+    loop = module.body[0]
+    out = module.with_deep_changes(loop, body=without_statement(loop.body, loop.body.body[0])).code
+    assert out == "for b in data:\n    # step\n    step(b)\n"
+
+
+def test_without_statement_leaves_pass():
+    module = cst.parse_module("for b in data:\n    s = S()\n")
+    loop = module.body[0]
+    out = module.with_deep_changes(loop, body=without_statement(loop.body, loop.body.body[0])).code
+    assert out == "for b in data:\n    pass\n"
+
+
+def test_insert_before_keeps_the_new_statements_comments():
+    module = cst.parse_module("a()\nb()\n")
+    new = cst.parse_statement("# set up\nsetup()\n")
+    assert insert_before(module, module.body[1], new).code == "a()\n# set up\nsetup()\nb()\n"
+
+
+def test_without_statement_can_drop_its_comments():
+    module = cst.parse_module("for b in data:\n    # make s\n    s = S()\n    step(b)\n")
+    loop = module.body[0]
+    body = without_statement(loop.body, loop.body.body[0], keep_comments=False)
+    assert module.with_deep_changes(loop, body=body).code == "for b in data:\n    step(b)\n"
