@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 from libcst.metadata import (
     MetadataWrapper,
+    ParentNodeProvider,
     PositionProvider,
     WhitespaceInclusivePositionProvider,
 )
@@ -158,6 +160,7 @@ def _build_findings(
     that have something to report."""
     positions = wrapper.resolve(PositionProvider)
     inclusive = None
+    parents = None
     findings = []
     for report in reports:
         code = report.rule.code
@@ -172,6 +175,10 @@ def _build_findings(
             for old, new in report.edits:
                 span = inclusive[old]
                 content = "" if new is None else module.code_for_node(new)
+                if "\n" in content:  # continuation lines and statements need the block's indent
+                    if parents is None:
+                        parents = wrapper.resolve(ParentNodeProvider)
+                    content = _code_at(module, new, _block_indent(module, parents, old))
                 edits.append(Edit(_position(span.start), _position(span.end), content))
             fix = Fix(
                 title=report.fix_title or "Apply the fix",
@@ -191,6 +198,25 @@ def _build_findings(
             )
         )
     return findings
+
+
+def _block_indent(module: cst.Module, parents, node: cst.CSTNode) -> str:
+    """The indentation LibCST's codegen has in effect where `node` is rendered."""
+    parts = []
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, cst.IndentedBlock):
+            parts.append(module.default_indent if node.indent is None else node.indent)
+    return "".join(reversed(parts))
+
+
+def _code_at(module: cst.Module, node: cst.CSTNode, indent: str) -> str:
+    """`module.code_for_node(node)` as if rendered inside blocks indented by `indent`."""
+    state = CodegenState(default_indent=module.default_indent,
+                         default_newline=module.default_newline,
+                         indent_tokens=[indent] if indent else [])
+    node._codegen(state)
+    return "".join(state.tokens)
 
 
 # -- fixing -----------------------------------------------------------------
