@@ -54,10 +54,32 @@ def without_keywords(call: cst.Call, *names: str) -> cst.Call:
     kept = [a for a in call.args if not (a.keyword is not None and a.keyword.value in names)]
     if len(kept) == len(call.args):
         return call
+    if not kept:
+        return call.with_changes(args=[], whitespace_before_args=_closing(call))
     if kept and kept[-1] is not call.args[-1]:
         # the old last argument is gone: the new last one takes its trailing comma (or none)
         kept[-1] = kept[-1].with_changes(comma=call.args[-1].comma)
     return call.with_changes(args=kept)
+
+
+def _has_comment(ws: cst.BaseParenthesizableWhitespace) -> bool:
+    if not isinstance(ws, cst.ParenthesizedWhitespace):
+        return False
+    lines = [ws.first_line, *ws.empty_lines]
+    return any(line.comment is not None for line in lines)
+
+
+def _closing(call: cst.Call) -> cst.BaseParenthesizableWhitespace:
+    """The whitespace between `(` and `)` once every argument is gone: nothing,
+    unless a comment sits after `(`; then `)` goes where it was."""
+    before = call.whitespace_before_args
+    if not _has_comment(before):
+        return cst.SimpleWhitespace("")
+    last = call.args[-1]
+    end = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else last.whitespace_after_arg
+    if isinstance(end, cst.ParenthesizedWhitespace):
+        return before.with_changes(indent=end.indent, last_line=end.last_line)
+    return before
 
 
 def positional(call: cst.Call, index: int) -> cst.Arg | None:
