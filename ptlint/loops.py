@@ -64,6 +64,7 @@ class _Keys(cst.CSTVisitor):
 
     def __init__(self, resolve, stop_at_host: bool) -> None:
         self.keys: set[str] = set()
+        self.bare: set[str] = set()  # names read as themselves, not as `name.attr`
         self.resolve = resolve
         self.stop = stop_at_host
 
@@ -77,8 +78,15 @@ class _Keys(cst.CSTVisitor):
                 return False
             if self.resolve is not None and self.resolve(func) in _PY_CONVERSIONS:
                 return False
+            name = _last(func)
+            if name != "Variable" and (name in _FACTORIES or name.endswith("Tensor")):
+                return False  # a new tensor: the arguments only shape it
         if isinstance(func, cst.Attribute):
-            func.value.visit(self)  # the receiver is read, the method name is not
+            # the receiver is read (not the method name), unless it is a module: `torch.sum`
+            imported = self.resolve is not None and isinstance(func.value, (cst.Name, cst.Attribute)) \
+                and _is_import(self.resolve(func.value))
+            if not imported:
+                func.value.visit(self)
         elif not isinstance(func, cst.Name):
             func.visit(self)
         for arg in node.args:
@@ -96,15 +104,23 @@ class _Keys(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> bool:
         self.keys.add(node.value)
+        self.bare.add(node.value)
         return False
 
 
+def _is_import(qualified: str | None) -> bool:
+    return qualified is not None and not qualified.startswith("builtins.")
+
+
 def value_keys(node: cst.CSTNode | None, resolve=None, *, stop_at_host: bool = False) -> set[str]:
-    if node is None:
-        return set()
+    return _read(node, resolve, stop_at_host).keys
+
+
+def _read(node: cst.CSTNode | None, resolve, stop_at_host: bool) -> _Keys:
     visitor = _Keys(resolve, stop_at_host)
-    node.visit(visitor)
-    return visitor.keys
+    if node is not None:
+        node.visit(visitor)
+    return visitor
 
 
 def target_keys(target: cst.BaseExpression) -> set[str]:
@@ -271,7 +287,9 @@ class Assignment:
     targets: set[str]  # keys assigned
     reads: set[str]  # keys read by the value, not counting host values (`.item()`, `.shape`)
     host: bool  # the value is a Python object: `x.item()`, `float(x)`
-    move: bool  # the value only moves or reshapes a name: `x.to(device)`, `batch[0].float()`
+    move: bool  # an input: a name moved or reshaped (`x.to(device)`), or a factory's tensor
+    fresh: bool = False  # a factory's new tensor (`torch.randn(...)`): no graph behind it
+    bare: set[str] = field(default_factory=set)  # the reads that are plain names
 
 
 @dataclass(eq=False)
@@ -349,6 +367,8 @@ class LoopAwareRule(Rule):
 
     def visit_For(self, node: cst.For) -> None:
         self._enter_loop(node)
+        if self.track_assignments:  # the loop variable is new data every iteration
+            self.loop.assigns.append(Assignment(target_keys(node.target), set(), False, True, True))
 
     def leave_For(self, node: cst.For) -> None:
         self._leave_loop(node)
@@ -433,8 +453,9 @@ class LoopAwareRule(Rule):
         lhs: set[str] = set()
         for target in targets:
             lhs |= target_keys(target)
-        frame.assigns.append(Assignment(lhs, value_keys(value, resolve, stop_at_host=True),
-                                        is_host_value(value, resolve), is_data_move(value)))
+        reads = _read(value, resolve, True)
+        frame.assigns.append(Assignment(lhs, reads.keys, is_host_value(value, resolve),
+                                        is_data_move(value), is_fresh(value), reads.bare))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self._assign([t.target for t in node.targets], node.value)
@@ -476,6 +497,21 @@ _FACTORIES = frozenset({
 
 def _callee(func: cst.BaseExpression) -> str:
     return _last(func)
+
+
+def is_fresh(value: cst.BaseExpression) -> bool:
+    """A factory's new tensor, possibly initialised: `torch.randn(n)`, `Tensor(n).fill_(1)`."""
+    while isinstance(value, cst.Call):
+        name = _callee(value.func)
+        if name == "Variable" and value.args:
+            value = value.args[0].value
+        elif name in _FACTORIES or name.endswith("Tensor"):
+            return True
+        elif isinstance(value.func, cst.Attribute) and name in _MOVE_METHODS:
+            value = value.func.value
+        else:
+            return False
+    return False
 
 
 def is_data_move(value: cst.BaseExpression) -> bool:
