@@ -44,7 +44,10 @@ def with_keyword(call: cst.Call, name: str, value: str | cst.BaseExpression) -> 
             args[-1] = last.with_changes(
                 comma=sibling if isinstance(sibling, cst.Comma) else cst.Comma(whitespace_after=_SPACE))
         else:
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=_SPACE))
+            # `f(a\n)`: the line break before `)` moves after the new argument
+            new = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=_SPACE),
+                                         whitespace_after_arg=_NONE)
     args.insert(at, new)
     return call.with_changes(args=args)
 

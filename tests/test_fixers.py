@@ -30,3 +30,12 @@ def test_without_keywords_empties_a_multiline_call():
 def test_without_keywords_keeps_a_comment_after_the_parenthesis():
     code = "f(  # note\n    b=1,\n)"
     assert _code(without_keywords(_call(code), "b")) == "f(  # note\n)"
+
+
+def test_with_keyword_keeps_the_closing_parenthesis_on_its_line():
+    from ptlint.fixers.arguments import with_keyword
+
+    code = "f(\n    a, b=1\n)"
+    assert _code(with_keyword(_call(code), "c", "True")) == "f(\n    a, b=1, c=True\n)"
+    assert _code(with_keyword(_call("f(a)"), "c", "True")) == "f(a, c=True)"
+    assert _code(with_keyword(_call("f(\n    a,\n)"), "c", "True")) == "f(\n    a, c=True,\n)"
