@@ -44,7 +44,10 @@ def with_keyword(call: cst.Call, name: str, value: str | cst.BaseExpression) -> 
             args[-1] = last.with_changes(
                 comma=sibling if isinstance(sibling, cst.Comma) else cst.Comma(whitespace_after=_SPACE))
         else:
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=_SPACE))
+            # `f(a\n)`: the line break before `)` moves after the new argument
+            new = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=_SPACE),
+                                         whitespace_after_arg=_NONE)
     args.insert(at, new)
     return call.with_changes(args=args)
 
@@ -54,10 +57,32 @@ def without_keywords(call: cst.Call, *names: str) -> cst.Call:
     kept = [a for a in call.args if not (a.keyword is not None and a.keyword.value in names)]
     if len(kept) == len(call.args):
         return call
+    if not kept:
+        return call.with_changes(args=[], whitespace_before_args=_closing(call))
     if kept and kept[-1] is not call.args[-1]:
         # the old last argument is gone: the new last one takes its trailing comma (or none)
         kept[-1] = kept[-1].with_changes(comma=call.args[-1].comma)
     return call.with_changes(args=kept)
+
+
+def _has_comment(ws: cst.BaseParenthesizableWhitespace) -> bool:
+    if not isinstance(ws, cst.ParenthesizedWhitespace):
+        return False
+    lines = [ws.first_line, *ws.empty_lines]
+    return any(line.comment is not None for line in lines)
+
+
+def _closing(call: cst.Call) -> cst.BaseParenthesizableWhitespace:
+    """The whitespace between `(` and `)` once every argument is gone: nothing,
+    unless a comment sits after `(`; then `)` goes where it was."""
+    before = call.whitespace_before_args
+    if not _has_comment(before):
+        return cst.SimpleWhitespace("")
+    last = call.args[-1]
+    end = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else last.whitespace_after_arg
+    if isinstance(end, cst.ParenthesizedWhitespace):
+        return before.with_changes(indent=end.indent, last_line=end.last_line)
+    return before
 
 
 def positional(call: cst.Call, index: int) -> cst.Arg | None:

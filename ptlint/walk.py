@@ -5,7 +5,8 @@ shared with transformers), which costs about a third of the parse. Rules only
 read the tree, so this walker reads each node's child fields directly and
 calls the same `visit_<Node>` / `leave_<Node>` methods the batched visitors
 declare. It is iterative, so deep nesting does not hit Python's recursion
-limit. Children are visited in the order LibCST itself visits them (read once
+limit. `visit_<Node>_<attribute>` hooks are supported too. Children are
+visited in the order LibCST itself visits them (read once
 from each node class's `_visit_and_replace_children`); whitespace, commas and
 parentheses are not visited.
 """
@@ -67,30 +68,46 @@ def _child_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
-def dispatch_tables(visitors: Iterable[cst.BatchableCSTVisitor]) -> tuple[dict, dict]:
-    """`visit_X`/`leave_X` methods of all visitors, by node class, in visitor order."""
+def dispatch_tables(visitors: Iterable[cst.BatchableCSTVisitor]) -> tuple[dict, dict, dict]:
+    """`visit_X`/`leave_X` methods of all visitors by node class, and
+    `visit_X_attr`/`leave_X_attr` by (node class, attribute), in visitor order."""
     visit: dict[type, list[Handler]] = {}
     leave: dict[type, list[Handler]] = {}
+    attribute: dict[tuple[type, str, str], list[Handler]] = {}
     for visitor in visitors:
         for name, method in visitor.get_visitors().items():
-            prefix, _, kind_name = name.partition("_")
+            prefix, _, rest = name.partition("_")
+            kind_name, _, attr = rest.partition("_")
             kind = getattr(cst, kind_name, None)
-            if kind is None:  # visit_<Node>_<attribute> hooks are not supported
+            if kind is None or (attr and attr not in _child_fields(kind)):
                 raise TypeError(f"{type(visitor).__name__}.{name}: unsupported visitor method")
-            (visit if prefix == "visit" else leave).setdefault(kind, []).append(method)
-    return visit, leave
+            if attr:
+                attribute.setdefault((kind, attr, prefix), []).append(method)
+            else:
+                (visit if prefix == "visit" else leave).setdefault(kind, []).append(method)
+    return visit, leave, attribute
+
+
+_VISIT, _LEAVE, _ATTR_VISIT, _ATTR_LEAVE = range(4)
 
 
 def walk(root: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor]) -> None:
-    visit, leave = dispatch_tables(visitors)
+    visit, leave, attribute = dispatch_tables(visitors)
+    with_attribute_hooks = {kind for kind, _, _ in attribute}
     node_type = cst.CSTNode
-    stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
+    stack: list[tuple] = [(root, _VISIT)]
     pop, push = stack.pop, stack.append
     while stack:
-        node, leaving = pop()
+        item = pop()
+        node, state = item[0], item[1]
         kind = type(node)
-        if leaving:
+        if state == _LEAVE:
             for handler in leave[kind]:
+                handler(node)
+            continue
+        if state != _VISIT:  # an attribute hook: (node, state, attribute)
+            prefix = "visit" if state == _ATTR_VISIT else "leave"
+            for handler in attribute.get((kind, item[2], prefix), ()):
                 handler(node)
             continue
         handlers = visit.get(kind)
@@ -98,13 +115,18 @@ def walk(root: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor]) -> None
             for handler in handlers:
                 handler(node)
         if kind in leave:
-            push((node, True))
-        children: list[cst.CSTNode] = []
+            push((node, _LEAVE))
+        hooked = kind in with_attribute_hooks
+        work: list[tuple] = []
         for name in _FIELDS.get(kind) or _child_fields(kind):
             value = getattr(node, name)
+            if hooked:
+                work.append((node, _ATTR_VISIT, name))
             if isinstance(value, node_type):
-                children.append(value)
+                work.append((value, _VISIT))
             elif isinstance(value, (list, tuple)):
-                children.extend(v for v in value if isinstance(v, node_type))
-        for child in reversed(children):
-            push((child, False))
+                work.extend((v, _VISIT) for v in value if isinstance(v, node_type))
+            if hooked:
+                work.append((node, _ATTR_LEAVE, name))
+        for child in reversed(work):
+            push(child)

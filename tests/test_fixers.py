@@ -16,7 +16,7 @@ from ptlint.fixers.statements import (
     split_leading_lines,
 )
 from ptlint.model import Edit, Position
-from ptlint.fixers.arguments import positionals_as_keywords, prepend_argument
+from ptlint.fixers.arguments import positionals_as_keywords, prepend_argument, with_keyword, without_keywords
 from ptlint.fixers.calls import called
 from ptlint.fixers.statements import statement, without_statement
 
@@ -314,3 +314,28 @@ def test_without_statement_can_drop_its_comments():
     loop = module.body[0]
     body = without_statement(loop.body, loop.body.body[0], keep_comments=False)
     assert module.with_deep_changes(loop, body=body).code == "for b in data:\n    step(b)\n"
+
+
+def test_without_keywords_drops_the_last_argument():
+    assert _printed(without_keywords(_call("f(a, b=1)"), "b")) == "f(a)"
+    assert _printed(without_keywords(_call("f(a, b=1, c=2)"), "b")) == "f(a, c=2)"
+    assert _printed(without_keywords(_call("f(a, c=2,)"), "c")) == "f(a,)"
+
+
+def test_without_keywords_empties_a_multiline_call():
+    assert _printed(without_keywords(_call("f(\n    b=1,\n)"), "b")) == "f()"
+    assert _printed(without_keywords(_call("f(\n    b=1)"), "b")) == "f()"
+
+
+def test_without_keywords_keeps_a_comment_after_the_parenthesis():
+    code = "f(  # note\n    b=1,\n)"
+    assert _printed(without_keywords(_call(code), "b")) == "f(  # note\n)"
+
+
+def test_with_keyword_keeps_the_closing_parenthesis_on_its_line():
+    from ptlint.fixers.arguments import with_keyword
+
+    code = "f(\n    a, b=1\n)"
+    assert _printed(with_keyword(_call(code), "c", "True")) == "f(\n    a, b=1, c=True\n)"
+    assert _printed(with_keyword(_call("f(a)"), "c", "True")) == "f(a, c=True)"
+    assert _printed(with_keyword(_call("f(\n    a,\n)"), "c", "True")) == "f(\n    a, c=True,\n)"

@@ -80,3 +80,20 @@ def test_deep_nesting_does_not_recurse():
     visitor = Everything({cst.Integer})
     walk(module, [visitor])
     assert len(visitor.seen) == 1
+
+
+def test_attribute_hooks_bracket_their_attribute():
+    events = []
+
+    class Hooks(cst.BatchableCSTVisitor):
+        def visit_If_body(self, node):
+            events.append("enter body")
+
+        def leave_If_body(self, node):
+            events.append("leave body")
+
+        def visit_Name(self, node):
+            events.append(node.value)
+
+    walk(cst.parse_module("if a:\n    b\nelse:\n    c\n"), [Hooks()])
+    assert events == ["a", "enter body", "b", "leave body", "c"]
