@@ -132,7 +132,7 @@ def cmd_rules(fmt: str) -> int:
     rules = list(registry().values())
     if fmt == "json":
         print(json.dumps([{
-            "code": r.code, "name": r.name, "message": r.message, "fix": fix_label(r),
+            "code": r.code, "name": r.name, "message": r.description(), "fix": fix_label(r),
             "default": r.default_enabled, "summary": r.summary(), "url": r.url(),
         } for r in rules], indent=2))
         return 0
@@ -140,11 +140,12 @@ def cmd_rules(fmt: str) -> int:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("code", "name", "fix", "default", "summary"):
-        table.add_column(column, overflow="fold")
+    for column in ("code", "name", "fix", "default"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("finds", overflow="fold")
     for r in rules:
         table.add_row(r.code, r.name, fix_label(r), "on" if r.default_enabled else "off",
-                      r.summary())
+                      r.description().replace("`", ""))
     Console(soft_wrap=False, highlight=False).print(table)
     return 0
 

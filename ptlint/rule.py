@@ -134,6 +134,14 @@ class Rule(Visitor):
         return match.group(1).strip() if match else None
 
     @classmethod
+    def description(cls) -> str:
+        """One line for tables: the message, or where the message is a template
+        filled in per finding, the first sentence of `What it does`."""
+        if "{" not in cls.message:
+            return cls.message
+        return cls.summary().split(". ")[0].rstrip(".")
+
+    @classmethod
     def summary(cls) -> str:
         text = cls.doc_section("What it does") or cls.message
         return " ".join(text.split("\n\n", 1)[0].split())

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider
+from libcst.metadata import MetadataWrapper, WhitespaceInclusivePositionProvider
 
 from conftest import settings_for
-from ptlint.engine import _block_indent, _code_at, fix_text
+from ptlint.engine import _edit_content, fix_text
 
 
 def test_multiline_call_replacement_keeps_its_indentation():
@@ -30,11 +30,9 @@ def test_multiline_call_replacement_keeps_its_indentation():
 def test_statement_rendered_at_its_depth():
     source = "def f(p):\n    for q in p:\n        q.data.zero_()\n"
     module = cst.parse_module(source)
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    parents = wrapper.resolve(ParentNodeProvider)
+    spans = MetadataWrapper(module, unsafe_skip_copy=True).resolve(WhitespaceInclusivePositionProvider)
     loop = module.body[0].body.body[0]
     statement = loop.body.body[0]
     new = cst.parse_statement("with torch.no_grad():\n    q.zero_()\n")
-    assert _block_indent(module, parents, statement) == "        "
-    assert _code_at(module, new, "        ") == (
+    assert _edit_content(module, statement, new, spans[statement]) == (
         "        with torch.no_grad():\n            q.zero_()\n")
