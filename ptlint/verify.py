@@ -3,12 +3,13 @@ check what the fix changes, and time both.
 
 Each version is a Python file defining `main(device="cpu")` that returns a dict
 of results (tensors, numbers, lists of them). `ptlint verify` runs each version
-in its own subprocess (`python -m ptlint.verify --worker JOB`, or under
-`torchrun` for checks that need several processes) with a fixed seed and a time
-limit. The worker calls `main()` once for the results, again to measure memory
-(and for each value of a swept keyword), and times it with
-`torch.utils.benchmark.Timer`. The parent then hands both results to the rule's
-check.
+in a process of its own, with a fixed seed and a time limit: on CPU a process
+forked from a server that imported torch once (multiprocessing's forkserver);
+on CUDA a fresh `python -m ptlint.verify --worker JOB`; under `torchrun` for
+checks that need several processes. The worker calls `main()` once for the
+results, again to measure memory (and for each value of a swept keyword), and
+times it with `torch.utils.benchmark.Timer`. The parent then hands both results
+to the rule's check.
 
 Where the checks live: `runtime_checks/ptlNNN.py` in a source checkout, one
 module per rule (see `Spec`). A rule with runnable fixtures but no such module
@@ -31,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +43,7 @@ from typing import Any, Callable, Sequence
 
 CODE = re.compile(r"^PTL\d{3}$", re.I)
 DEFAULT_RTOL, DEFAULT_ATOL = 1e-5, 1e-6
+NOISY = 0.25  # interquartile range / median above which a timing is flagged
 MMAP_THRESHOLD = "65536"  # glibc: big blocks via mmap, so RSS follows what tensors hold
 
 
@@ -174,6 +177,12 @@ class Row:
     note: str | None = None
 
     @property
+    def noisy(self) -> bool:
+        """A spread above a quarter of the median: the ratio is not to be trusted."""
+        return any(v.timing is not None and v.timing.iqr > NOISY * v.timing.median
+                   for v in (self.bad, self.fixed))
+
+    @property
     def ratio(self) -> float | None:
         if self.bad.timing and self.fixed.timing and self.fixed.timing.median > 0:
             return self.bad.timing.median / self.fixed.timing.median
@@ -247,9 +256,14 @@ def max_diff(a: Any, b: Any) -> tuple[float, str]:
                 return math.inf, f"{path}: shapes {tuple(x.shape)} and {tuple(y.shape)}"
             if x.numel() == 0:
                 continue
-            d = (x.detach().to(torch.float64) - y.detach().to(torch.float64)).abs().max().item()
+            x, y = x.detach().to(torch.float64), y.detach().to(torch.float64)
+            finite = torch.isfinite(x) & torch.isfinite(y)
+            same = (x == y) | (torch.isnan(x) & torch.isnan(y))  # inf == inf, nan ~ nan
+            if not bool((finite | same).all()):
+                return math.inf, f"{path}: inf or nan on one side only"
+            d = (x[finite] - y[finite]).abs().max().item() if bool(finite.any()) else 0.0
         elif isinstance(x, (int, float)) and isinstance(y, (int, float)):
-            d = abs(float(x) - float(y))
+            d = 0.0 if float(x) == float(y) or (x != x and y != y) else abs(float(x) - float(y))
         else:
             d = 0.0 if x == y else math.inf
         if d != d:  # NaN
@@ -268,11 +282,13 @@ def allclose(a: Any, b: Any, rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_A
     for (_, x), (_, y) in zip(la, lb):
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
             if x.shape != y.shape or not torch.allclose(
-                x.detach().to(torch.float64), y.detach().to(torch.float64), rtol=rtol, atol=atol
+                x.detach().to(torch.float64), y.detach().to(torch.float64), rtol=rtol, atol=atol,
+                equal_nan=True,
             ):
                 return False
         elif isinstance(x, (int, float)) and isinstance(y, (int, float)):
-            if not math.isclose(float(x), float(y), rel_tol=rtol, abs_tol=atol):
+            both_nan = math.isnan(float(x)) and math.isnan(float(y))
+            if not both_nan and not math.isclose(float(x), float(y), rel_tol=rtol, abs_tol=atol):
                 return False
         elif isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor) or x != y:
             return False
@@ -336,16 +352,6 @@ def load_spec(root: Path | None, code: str) -> Spec:
     return Spec(code, module, path)
 
 
-def _rule_name(code: str) -> str:
-    try:
-        from ptlint.rule import registry
-
-        rule = registry().get(code)
-        return rule.name if rule is not None else ""
-    except Exception:  # noqa: BLE001 - the name is a label only
-        return ""
-
-
 def rule_pairs(root: Path) -> dict[str, tuple[str, Path]]:
     """Code -> (name, folder) of every runnable bad/fixed pair: a fixture folder
     whose bad.py and fixed.py both define main(); otherwise, until the rule's
@@ -388,7 +394,7 @@ def checks_for_rules(root: Path | None, codes: list[str]) -> list[Check]:
             raise UsageError(f"{code} has no runnable bad/fixed pair (fixtures/{code}_*/bad.py "
                              "and fixed.py defining main(device))")
         name, folder = pairs[code]
-        checks.append(Check(code, name or _rule_name(code), _display(folder, root),
+        checks.append(Check(code, name, _display(folder, root),
                             folder / "bad.py", folder / "fixed.py", load_spec(root, code)))
     return checks
 
@@ -476,9 +482,10 @@ class Options:
     repeats: int = 5
     jobs: int = 1
     threads: int = 1
+    fork: bool = True  # CPU versions forked from a server that imported torch once
 
 
-def _worker_env(device: str, seed: int, nproc: int, threads: int) -> dict[str, str]:
+def _worker_env(device: str, seed: int, threads: int) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # never leave __pycache__ next to a user's script
     env["PYTHONHASHSEED"] = str(seed)
@@ -486,6 +493,8 @@ def _worker_env(device: str, seed: int, nproc: int, threads: int) -> dict[str, s
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # cpu means cpu, even on a GPU machine
     env["OMP_NUM_THREADS"] = str(threads)  # per process; torchrun would warn and pick 1
+    quiet = "ignore:Failed to initialize NumPy"  # torch without numpy says so on import
+    env["PYTHONWARNINGS"] = ",".join(w for w in (env.get("PYTHONWARNINGS"), quiet) if w)
     # the worker imports ptlint from wherever this process did
     package_parent = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
@@ -504,27 +513,23 @@ def run_version(label: str, path: Path, function: str, check: Check, device: str
     }
     job_path = workdir / f"{tag}.job.json"
     job_path.write_text(json.dumps(job), encoding="utf-8")
-    worker = ["-m", "ptlint.verify", "--worker", str(job_path)]
-    if nproc > 1:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               f"--nproc_per_node={nproc}", "--monitor-interval=0.1", *worker]
-    else:
-        cmd = [sys.executable, *worker]
     version = Version(label, str(path), device, nproc)
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env=_worker_env(device, opts.seed, nproc, opts.threads), start_new_session=True,
-                            cwd=str(workdir))
-    try:
-        output, _ = proc.communicate(timeout=opts.timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        output, _ = proc.communicate()
-        version.error = f"timed out after {opts.timeout:g} s"
-        version.wall = time.perf_counter() - start
-        return version
+    if nproc == 1 and device == "cpu" and opts.fork:
+        status, output = _run_forked(job_path, workdir / f"{tag}.log", opts)
+    else:
+        worker_args = ["-m", "ptlint.verify", "--worker", str(job_path)]
+        if nproc > 1:
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   f"--nproc_per_node={nproc}", "--monitor-interval=0.1", *worker_args]
+        else:
+            cmd = [sys.executable, *worker_args]
+        status, output = _run_subprocess(cmd, _worker_env(device, opts.seed, opts.threads),
+                                         workdir, opts.timeout)
     version.wall = time.perf_counter() - start
-    text = output.decode("utf-8", "replace")
+    if status is None:
+        version.error = f"timed out after {opts.timeout:g} s"
+        return version
     metrics_path = Path(job["metrics"])
     metrics = json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.is_file() else {}
     if not metrics.get("error"):  # a rank other than 0 may have failed
@@ -534,9 +539,9 @@ def run_version(label: str, path: Path, function: str, check: Check, device: str
     if metrics.get("error"):
         version.error = metrics["error"].rstrip()
         return version
-    if proc.returncode != 0 or not metrics:
-        tail = "\n".join(text.strip().splitlines()[-15:])
-        version.error = f"exit status {proc.returncode}\n{tail}"
+    if status != 0 or not metrics:
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        version.error = f"exit status {status}\n{tail}"
         return version
     import torch
 
@@ -547,11 +552,90 @@ def run_version(label: str, path: Path, function: str, check: Check, device: str
     return version
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _run_subprocess(cmd: list[str], env: dict[str, str], workdir: Path,
+                    timeout: float) -> tuple[int | None, str]:
+    """Run a fresh interpreter (or torchrun); (exit status or None on timeout, output)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True, cwd=str(workdir))
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the worker's own session: it and its children
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        output, _ = proc.communicate()
+        return None, output.decode("utf-8", "replace")
+    return proc.returncode, output.decode("utf-8", "replace")
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the worker's own session: it and its children
     except (ProcessLookupError, PermissionError):
-        proc.kill()
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+# CPU versions are forked from a server that imported torch once (multiprocessing's
+# forkserver): each still runs in a process of its own, without paying for the
+# import (seconds) every time. CUDA and torchrun versions start fresh interpreters.
+_FORK_LOCK = threading.Lock()
+_FORK_CONTEXT: Any = None
+
+
+def fork_available() -> bool:
+    import multiprocessing
+
+    return sys.platform.startswith("linux") and "forkserver" in \
+        multiprocessing.get_all_start_methods()
+
+
+def _fork_context(threads: int) -> Any:
+    global _FORK_CONTEXT
+    with _FORK_LOCK:
+        if _FORK_CONTEXT is None:
+            import multiprocessing
+            from multiprocessing import forkserver
+
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["torch", "torch._dynamo", "ptlint.verify"])
+            saved = dict(os.environ)
+            try:  # the server's environment is what its children start with
+                os.environ.update(_worker_env("cpu", 0, threads))
+                forkserver.ensure_running()
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+            _FORK_CONTEXT = context
+    return _FORK_CONTEXT
+
+
+def _run_forked(job_path: Path, log: Path, opts: Options) -> tuple[int | None, str]:
+    process = _fork_context(opts.threads).Process(
+        target=_forked_worker, args=(str(job_path), str(log)), daemon=True)
+    process.start()
+    process.join(opts.timeout)
+    if process.is_alive():
+        _kill_group(process.pid)
+        process.join()
+        status = None
+    else:
+        status = process.exitcode
+    output = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    return status, output
+
+
+def _forked_worker(job_path: str, log: str) -> None:
+    os.setsid()  # its own process group, so a timeout takes its children too
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.chdir(str(Path(job_path).parent))
+    code = worker(job_path)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip the interpreter's teardown: nothing more to write
 
 
 @dataclass
@@ -644,7 +728,7 @@ def render_table(rows: list[Row], header: str) -> None:
             "[green]passed[/]" if row.passed else "[bold red]FAILED[/]",
             row.check.spec.compared,
             _time_cell(row.bad), _time_cell(row.fixed),
-            f"{ratio:.2f}x" if ratio is not None else "-",
+            "-" if ratio is None else f"{ratio:.2f}x" + ("?" if row.noisy else ""),
             "error" if row.bad.error else fmt_bytes(row.bad.peak),
             "error" if row.fixed.error else fmt_bytes(row.fixed.peak),
         )
@@ -662,6 +746,10 @@ def render_table(rows: list[Row], header: str) -> None:
                   "interquartile range of main() calls; ratio: bad time / fixed time (above 1: "
                   "the fix is faster); peak: memory use above the start of the call (CPU: "
                   "resident set, CUDA: allocator).", markup=False)
+    if any(r.noisy for r in rows):
+        console.print(f"?: noisy timing (interquartile range above {NOISY:.0%} of the median):"
+                      " the machine is busy; trust the ratio less, or rerun with a larger "
+                      "--min-time.", markup=False)
 
 
 def _version_json(v: Version | None) -> dict | None:
@@ -669,6 +757,7 @@ def _version_json(v: Version | None) -> dict | None:
         return None
     return {
         "path": v.path, "device": v.device, "processes": v.nproc, "error": v.error,
+        "wall_s": round(v.wall, 3),
         "time": asdict(v.timing) if v.timing else None,
         "peak_bytes": v.peak,
         "memory": [asdict(p) for p in v.memory],
@@ -683,7 +772,7 @@ def render_json(rows: list[Row], info: dict) -> str:
         "checks": [{
             "rule": r.check.code, "name": r.check.name, "source": r.check.source,
             "device": r.device, "passed": r.passed, "compared": r.check.spec.compared,
-            "detail": r.detail, "ratio": r.ratio, "note": r.note,
+            "detail": r.detail, "ratio": r.ratio, "noisy_timing": r.noisy, "note": r.note,
             "bad": _version_json(r.bad), "fixed": _version_json(r.fixed),
             "reference": _version_json(r.reference),
         } for r in rows],
@@ -709,6 +798,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch threads per process (default 1, as torch.utils.benchmark)")
     parser.add_argument("-j", "--jobs", type=int, default=1,
                         help="versions run at once (default 1: timings stay honest)")
+    parser.add_argument("--no-fork", dest="fork", action="store_false",
+                        help="start every version in a fresh interpreter (slower: torch is "
+                             "imported each time) instead of forking it from a server that "
+                             "imported torch once")
     parser.add_argument("--root", type=Path, help="the ptlint checkout holding fixtures/ "
                         "and runtime_checks/ (default: found from the current folder)")
 
@@ -719,10 +812,14 @@ def _error(message: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    if importlib.util.find_spec("torch") is None:
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    try:
+        import torch
+    except ImportError:
         return _error("`ptlint verify` runs PyTorch programs and needs torch: "
                       "pip install 'ptlint[runtime]' (or torch)")
-    import torch
 
     device = args.device
     if device == "auto":
@@ -731,7 +828,8 @@ def main(args: argparse.Namespace) -> int:
         return _error("--device cuda: CUDA is not available (torch "
                       f"{torch.__version__}); use --device cpu or auto")
     opts = Options(device=device, seed=args.seed, timeout=args.timeout, min_time=args.min_time,
-                   timing=args.timing, jobs=max(1, args.jobs), threads=max(1, args.threads))
+                   timing=args.timing, jobs=max(1, args.jobs), threads=max(1, args.threads),
+                   fork=args.fork and fork_available())
     root = args.root.resolve() if args.root else find_root()
     if args.root and not (root / "fixtures").is_dir():
         return _error(f"--root {args.root}: no fixtures/ folder there")
@@ -755,6 +853,8 @@ def main(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         if not checks:
             return 0 if nothing else _error("no runnable bad/fixed pairs found")
+        if opts.fork and device == "cpu":
+            _fork_context(opts.threads)  # before any thread: it briefly swaps os.environ
         with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
             pending = [start_check(check, opts, workdir, pool) for check in checks]
             rows = [finish_check(p) for p in pending]
@@ -805,6 +905,19 @@ def _reset_peak_rss() -> bool:
         return True
     except OSError:
         return False
+
+
+def _fix_mmap_threshold() -> None:
+    """glibc: serve blocks from 64 KiB up with mmap and never raise that bound, so
+    freed tensors go back to the OS and resident memory follows what is held."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(-3, int(MMAP_THRESHOLD))  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
 
 
 def _graph_nodes(result: Any) -> int:
@@ -901,6 +1014,8 @@ def _time(fn: Callable, kwargs: dict, min_time: float, repeats: int, threads: in
 
 
 def _load_function(path: str, function: str, module_name: str) -> Callable:
+    if module_name in sys.modules:  # a script named like a module already imported
+        module_name = "ptlint_verify_target"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
@@ -934,6 +1049,7 @@ def worker(job_path: str) -> int:
 
     sys.dont_write_bytecode = True
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    _fix_mmap_threshold()
     job = json.loads(Path(job_path).read_text(encoding="utf-8"))
     rank = int(os.environ.get("RANK", "0"))
     metrics: dict[str, Any] = {}
@@ -953,7 +1069,9 @@ def worker(job_path: str) -> int:
         del result
         points, note = _sweep_points(fn, job["sweep"])
         memory = [_measure(fn, kwargs, p, device, seed) for p in [{}, *points]]
-        timing = _time(fn, kwargs, job["min_time"], job["repeats"], job["threads"]) if job["timing"] else None
+        timing = None
+        if job["timing"]:
+            timing = _time(fn, kwargs, job["min_time"], job["repeats"], job["threads"])
         metrics = {"memory": memory, "timing": timing, "note": note, "error": None}
         if rank == 0:
             torch.save(saved, job["result"])
