@@ -612,7 +612,7 @@ def _fork_context(threads: int) -> Any:
 
 def _run_forked(job_path: Path, log: Path, opts: Options) -> tuple[int | None, str]:
     process = _fork_context(opts.threads).Process(
-        target=_forked_worker, args=(str(job_path), str(log)), daemon=True)
+        target=_forked_worker, args=(str(job_path), str(log)))  # not daemonic: main() may fork
     process.start()
     process.join(opts.timeout)
     if process.is_alive():
@@ -787,7 +787,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
                         help="where main() runs (auto: CUDA when available)")
     parser.add_argument("--output-format", choices=("full", "json"), default="full")
-    parser.add_argument("--seed", type=int, default=0, help="seed set before every call")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed for torch, random (and numpy) before every call of main()")
     parser.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                         help="time limit for each version's process")
     parser.add_argument("--min-time", type=float, default=0.5, metavar="SECONDS",

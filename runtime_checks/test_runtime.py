@@ -131,6 +131,29 @@ def test_a_wrong_fix_fails_the_check(tmp_path):
     assert "Traceback" in proc.stdout
 
 
+def test_a_version_that_runs_too_long_is_stopped(tmp_path):
+    folder = tmp_path / "fixtures" / "PTL999_sleeps"
+    folder.mkdir(parents=True)
+    (tmp_path / "runtime_checks").mkdir()
+    (folder / "bad.py").write_text("def main(device='cpu'):\n    return {'x': 1.0}\n")
+    (folder / "fixed.py").write_text("import time\n\n\ndef main(device='cpu'):\n"
+                                     "    time.sleep(600)\n")
+    proc = ptlint("verify", "--root", str(tmp_path), "--output-format", "json", "--no-timing",
+                  "--timeout", "5")
+    assert proc.returncode == 1
+    row = rows(proc)["PTL999"]
+    assert not row["passed"] and row["fixed"]["error"] == "timed out after 5 s"
+    assert row["fixed"]["wall_s"] < 60
+
+
+def test_fresh_interpreters_without_the_fork_server():
+    """The path CUDA runs take: each version in a new `python -m ptlint.verify --worker`."""
+    proc = ptlint("verify", "PTL101", "--no-fork", "--output-format", "json", "-j", "2", *FAST)
+    assert proc.returncode == 0, proc.stderr
+    row = rows(proc)["PTL101"]
+    assert row["passed"] and row["bad"]["time"] and row["fixed"]["peak_bytes"] is not None
+
+
 def test_results_that_differ_fail_the_default_check():
     bad = verify.Version("bad", "bad.py", "cpu", result={"x": torch.arange(3.0)})
     fixed = verify.Version("fixed", "fixed.py", "cpu", result={"x": torch.arange(3.0) + 1})
