@@ -44,7 +44,7 @@ from typing import Any, Callable, Sequence
 CODE = re.compile(r"^PTL\d{3}$", re.I)
 DEFAULT_RTOL, DEFAULT_ATOL = 1e-5, 1e-6
 NOISY = 0.25  # interquartile range / median above which a timing is flagged
-MMAP_THRESHOLD = "65536"  # glibc: big blocks via mmap, so RSS follows what tensors hold
+MMAP_THRESHOLD = 65536  # glibc, when measuring memory: blocks from 64 KiB on via mmap
 
 
 # -- what the checks see --------------------------------------------------------
@@ -489,7 +489,6 @@ def _worker_env(device: str, seed: int, threads: int) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # never leave __pycache__ next to a user's script
     env["PYTHONHASHSEED"] = str(seed)
-    env.setdefault("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD)
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # cpu means cpu, even on a GPU machine
     env["OMP_NUM_THREADS"] = str(threads)  # per process; torchrun would warn and pick 1
@@ -503,20 +502,56 @@ def _worker_env(device: str, seed: int, threads: int) -> dict[str, str]:
 
 def run_version(label: str, path: Path, function: str, check: Check, device: str,
                 nproc: int, opts: Options, workdir: Path) -> Version:
+    """Run one version. On CPU in one process, results and memory (glibc's mmap
+    threshold fixed, so resident memory follows what tensors hold), then in a
+    second process the timing (glibc as usual: a fixed threshold would make every
+    large allocation a system call). CUDA memory comes from torch's allocator and
+    torchrun is launched once, so there one process does all three."""
     tag = f"{check.code.replace(',', '_')}_{label}"
-    job = {
+    base = {
         "file": str(path.resolve()), "function": function, "module": check.module_name,
         "device": device, "seed": opts.seed, "sweep": check.spec.sweep if label != "reference"
-        else {}, "timing": opts.timing, "min_time": opts.min_time, "repeats": opts.repeats,
+        else {}, "min_time": opts.min_time, "repeats": opts.repeats,
         "sys_path": list(check.sys_path), "result": str(workdir / f"{tag}.pt"),
-        "metrics": str(workdir / f"{tag}.json"), "threads": opts.threads,
+        "threads": opts.threads,
     }
-    job_path = workdir / f"{tag}.job.json"
-    job_path.write_text(json.dumps(job), encoding="utf-8")
+    if device == "cpu" and nproc == 1:
+        runs = [("measure", {"results": True, "timing": False, "fix_mmap": True})]
+        if opts.timing:
+            runs.append(("time", {"results": False, "timing": True, "fix_mmap": False}))
+    else:
+        runs = [("all", {"results": True, "timing": opts.timing, "fix_mmap": False})]
     version = Version(label, str(path), device, nproc)
     start = time.perf_counter()
+    try:
+        for name, phases in runs:
+            metrics = _launch({**base, **phases, "metrics": str(workdir / f"{tag}.{name}.json")},
+                              workdir / f"{tag}.{name}", device, nproc, opts)
+            if phases["results"]:
+                version.memory = [MemoryPoint(**p) for p in metrics["memory"]]
+                version.note = metrics.get("note")
+            if metrics.get("timing"):
+                version.timing = Timing(**metrics["timing"])
+    except _RunError as exc:
+        version.error = str(exc)
+        return version
+    finally:
+        version.wall = time.perf_counter() - start
+    import torch
+
+    version.result = torch.load(base["result"], weights_only=True)
+    return version
+
+
+class _RunError(Exception):
+    """A version crashed, failed or ran out of time; the message says how."""
+
+
+def _launch(job: dict, stem: Path, device: str, nproc: int, opts: Options) -> dict:
+    job_path = stem.with_name(f"{stem.name}.job.json")
+    job_path.write_text(json.dumps(job), encoding="utf-8")
     if nproc == 1 and device == "cpu" and opts.fork:
-        status, output = _run_forked(job_path, workdir / f"{tag}.log", opts)
+        status, output = _run_forked(job_path, stem.with_name(f"{stem.name}.log"), opts)
     else:
         worker_args = ["-m", "ptlint.verify", "--worker", str(job_path)]
         if nproc > 1:
@@ -525,31 +560,21 @@ def run_version(label: str, path: Path, function: str, check: Check, device: str
         else:
             cmd = [sys.executable, *worker_args]
         status, output = _run_subprocess(cmd, _worker_env(device, opts.seed, opts.threads),
-                                         workdir, opts.timeout)
-    version.wall = time.perf_counter() - start
+                                         job_path.parent, opts.timeout)
     if status is None:
-        version.error = f"timed out after {opts.timeout:g} s"
-        return version
+        raise _RunError(f"timed out after {opts.timeout:g} s")
     metrics_path = Path(job["metrics"])
     metrics = json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.is_file() else {}
     if not metrics.get("error"):  # a rank other than 0 may have failed
-        for other in sorted(workdir.glob(f"{tag}.rank*.json")):
+        for other in sorted(metrics_path.parent.glob(f"{metrics_path.stem}.rank*.json")):
             metrics = json.loads(other.read_text(encoding="utf-8"))
             break
     if metrics.get("error"):
-        version.error = metrics["error"].rstrip()
-        return version
+        raise _RunError(metrics["error"].rstrip())
     if status != 0 or not metrics:
         tail = "\n".join(output.strip().splitlines()[-15:])
-        version.error = f"exit status {status}\n{tail}"
-        return version
-    import torch
-
-    version.result = torch.load(job["result"], weights_only=True)
-    version.memory = [MemoryPoint(**p) for p in metrics["memory"]]
-    version.timing = Timing(**metrics["timing"]) if metrics.get("timing") else None
-    version.note = metrics.get("note")
-    return version
+        raise _RunError(f"exit status {status}\n{tail}")
+    return metrics
 
 
 def _run_subprocess(cmd: list[str], env: dict[str, str], workdir: Path,
@@ -916,7 +941,7 @@ def _fix_mmap_threshold() -> None:
     try:
         import ctypes
 
-        ctypes.CDLL(None).mallopt(-3, int(MMAP_THRESHOLD))  # M_MMAP_THRESHOLD
+        ctypes.CDLL(None).mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
     except (OSError, AttributeError):
         pass
 
@@ -1050,8 +1075,9 @@ def worker(job_path: str) -> int:
 
     sys.dont_write_bytecode = True
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-    _fix_mmap_threshold()
     job = json.loads(Path(job_path).read_text(encoding="utf-8"))
+    if job["fix_mmap"]:
+        _fix_mmap_threshold()
     rank = int(os.environ.get("RANK", "0"))
     metrics: dict[str, Any] = {}
     import torch
@@ -1063,19 +1089,22 @@ def worker(job_path: str) -> int:
         fn = _load_function(job["file"], job["function"], job["module"])
         device, seed = job["device"], job["seed"]
         kwargs = {"device": device}
-        _seed(seed)
-        result = fn(**kwargs)  # the results compared; also the warm-up
-        _sync(device)
-        saved = _to_cpu(result)
-        del result
-        points, note = _sweep_points(fn, job["sweep"])
-        memory = [_measure(fn, kwargs, p, device, seed) for p in [{}, *points]]
-        timing = None
-        if job["timing"]:
-            timing = _time(fn, kwargs, job["min_time"], job["repeats"], job["threads"])
-        metrics = {"memory": memory, "timing": timing, "note": note, "error": None}
-        if rank == 0:
-            torch.save(saved, job["result"])
+        metrics = {"error": None}
+        if job["results"]:
+            _seed(seed)
+            result = fn(**kwargs)  # the results compared; also the warm-up
+            _sync(device)
+            saved = _to_cpu(result)
+            del result
+            points, note = _sweep_points(fn, job["sweep"])
+            metrics["memory"] = [_measure(fn, kwargs, p, device, seed) for p in [{}, *points]]
+            metrics["note"] = note
+            if rank == 0:
+                torch.save(saved, job["result"])
+        if job["timing"]:  # Timer warms up itself
+            _seed(seed)
+            metrics["timing"] = _time(fn, kwargs, job["min_time"], job["repeats"],
+                                      job["threads"])
     except BaseException:  # noqa: BLE001 - report whatever main() raised
         metrics = {"error": traceback.format_exc()}
     finally:

@@ -91,7 +91,7 @@ def test_ptl003_has_a_hand_written_reference(cpu_run):
 
 
 def test_ptl101_states_the_cpu_ratio_honestly(cpu_run):
-    assert "ratio near 1" in rows(cpu_run)["PTL101"]["note"]
+    assert "ratio stays near 1" in rows(cpu_run)["PTL101"]["note"]
 
 
 def test_ptl102_fixed_runs_under_torchrun_with_two_processes(cpu_run):
@@ -148,10 +148,12 @@ def test_a_version_that_runs_too_long_is_stopped(tmp_path):
 
 def test_fresh_interpreters_without_the_fork_server():
     """The path CUDA runs take: each version in a new `python -m ptlint.verify --worker`."""
-    proc = ptlint("verify", "PTL101", "--no-fork", "--output-format", "json", "-j", "2", *FAST)
+    proc = ptlint("verify", "PTL101", "--no-fork", "--no-timing", "--output-format", "json",
+                  "-j", "2", "--timeout", "180")
     assert proc.returncode == 0, proc.stderr
     row = rows(proc)["PTL101"]
-    assert row["passed"] and row["bad"]["time"] and row["fixed"]["peak_bytes"] is not None
+    assert row["passed"] and row["bad"]["time"] is None
+    assert row["fixed"]["peak_bytes"] is not None
 
 
 def test_results_that_differ_fail_the_default_check():
