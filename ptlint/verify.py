@@ -672,27 +672,31 @@ class _Pending:
     futures: list  # bad, fixed[, reference]
 
 
-def start_check(check: Check, opts: Options, workdir: Path,
-                pool: ThreadPoolExecutor) -> _Pending:
-    device = opts.device
-    note = None
-    nproc = check.spec.nproc
+def plan_check(check: Check, opts: Options) -> _Pending:
+    """Where the check runs: a check that needs more GPUs than there are runs on CPU."""
+    device, note, nproc = opts.device, None, check.spec.nproc
     if nproc > 1 and device.startswith("cuda"):
         import torch
 
         if torch.cuda.device_count() < nproc:
             device = "cpu"
-            note = (f"{check.code} needs {nproc} GPUs for NCCL; {torch.cuda.device_count()} "
-                    f"found, so it ran on CPU with gloo")
-    futures = [
+            note = (f"needs {nproc} GPUs for NCCL, {torch.cuda.device_count()} found, so it "
+                    "ran on CPU with gloo")
+    return _Pending(check, device, nproc, note, [])
+
+
+def start_check(pending: _Pending, opts: Options, workdir: Path,
+                pool: ThreadPoolExecutor) -> _Pending:
+    check, device, nproc = pending.check, pending.device, pending.nproc
+    pending.futures = [
         pool.submit(run_version, "bad", check.bad, "main", check, device, 1, opts, workdir),
         pool.submit(run_version, "fixed", check.fixed, "main", check, device, nproc, opts,
                     workdir),
     ]
     if check.spec.has_reference:
-        futures.append(pool.submit(run_version, "reference", check.spec.path, "reference",
-                                   check, device, 1, opts, workdir))
-    return _Pending(check, device, nproc, note, futures)
+        pending.futures.append(pool.submit(run_version, "reference", check.spec.path,
+                                           "reference", check, device, 1, opts, workdir))
+    return pending
 
 
 def finish_check(pending: _Pending) -> Row:
@@ -879,10 +883,11 @@ def main(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         if not checks:
             return 0 if nothing else _error("no runnable bad/fixed pairs found")
-        if opts.fork and device == "cpu":
+        plans = [plan_check(check, opts) for check in checks]
+        if opts.fork and any(p.device == "cpu" for p in plans):
             _fork_context(opts.threads)  # before any thread: it briefly swaps os.environ
         with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
-            pending = [start_check(check, opts, workdir, pool) for check in checks]
+            pending = [start_check(p, opts, workdir, pool) for p in plans]
             rows = [finish_check(p) for p in pending]
     gpu = torch.cuda.get_device_name(0) if device == "cuda" else None
     info = {"torch": torch.__version__, "device": device, "gpu": gpu, "seed": opts.seed,

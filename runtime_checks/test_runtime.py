@@ -56,7 +56,7 @@ def test_every_check_passes_on_cpu(cpu_run):
     assert set(MISSION) <= set(found), "a mission rule has no runnable pair"
     failed = {code: (row["detail"], row["bad"]["error"], row["fixed"]["error"])
               for code, row in found.items() if not row["passed"]}
-    assert not failed
+    assert not failed, failed
     assert cpu_run.returncode == 0, cpu_run.stderr
 
 
@@ -66,7 +66,7 @@ def test_both_versions_timed_and_measured(cpu_run, code):
     assert row["device"] == "cpu"
     for version in ("bad", "fixed"):
         v = row[version]
-        assert v["error"] is None
+        assert v["error"] is None, v["error"]
         assert v["time"]["median"] > 0 and v["time"]["runs"] >= 1
         assert v["memory"] and v["memory"][0]["params"] == {}
     assert row["ratio"] > 0
