@@ -991,7 +991,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _measure(fn: Callable, kwargs: dict, params: dict, device: str, seed: int) -> dict:
+def _measure(fn: Callable, params: dict, device: str, seed: int) -> dict:
     import torch
 
     cuda = device.startswith("cuda")
@@ -1006,7 +1006,7 @@ def _measure(fn: Callable, kwargs: dict, params: dict, device: str, seed: int) -
         reset = _reset_peak_rss()
         before_peak = _max_rss()
     _seed(seed)
-    result = fn(**kwargs, **params)
+    result = fn(device, **params)
     _sync(device)
     gc.collect()
     if cuda:
@@ -1027,13 +1027,13 @@ def _measure(fn: Callable, kwargs: dict, params: dict, device: str, seed: int) -
     return {"params": params, "peak": peak, "retained": retained, "graph_nodes": nodes}
 
 
-def _time(fn: Callable, kwargs: dict, min_time: float, repeats: int, threads: int) -> dict:
+def _time(fn: Callable, device: str, min_time: float, repeats: int, threads: int) -> dict:
     import statistics
 
     import torch
     from torch.utils.benchmark import Timer
 
-    timer = Timer(stmt="fn(**kwargs)", globals={"fn": fn, "kwargs": kwargs},
+    timer = Timer(stmt="fn(device)", globals={"fn": fn, "device": device},
                   num_threads=threads)  # and it synchronises CUDA itself
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         # every rank must call main() equally often: no adaptive block sizes
@@ -1093,22 +1093,21 @@ def worker(job_path: str) -> int:
             sys.path.insert(0, entry)
         fn = _load_function(job["file"], job["function"], job["module"])
         device, seed = job["device"], job["seed"]
-        kwargs = {"device": device}
         metrics = {"error": None}
         if job["results"]:
             _seed(seed)
-            result = fn(**kwargs)  # the results compared; also the warm-up
+            result = fn(device)  # the results compared; also the warm-up
             _sync(device)
             saved = _to_cpu(result)
             del result
             points, note = _sweep_points(fn, job["sweep"])
-            metrics["memory"] = [_measure(fn, kwargs, p, device, seed) for p in [{}, *points]]
+            metrics["memory"] = [_measure(fn, p, device, seed) for p in [{}, *points]]
             metrics["note"] = note
             if rank == 0:
                 torch.save(saved, job["result"])
         if job["timing"]:  # Timer warms up itself
             _seed(seed)
-            metrics["timing"] = _time(fn, kwargs, job["min_time"], job["repeats"],
+            metrics["timing"] = _time(fn, device, job["min_time"], job["repeats"],
                                       job["threads"])
     except BaseException:  # noqa: BLE001 - report whatever main() raised
         metrics = {"error": traceback.format_exc()}
