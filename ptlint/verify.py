@@ -20,26 +20,20 @@ subprocesses, never by the linter core.
 """
 from __future__ import annotations
 
-import argparse
-import ast
-import gc
-import importlib.util
 import json
 import math
 import os
 import re
-import signal
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-import traceback
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:  # `ptlint` builds its parser from this module: keep its import light
+    import argparse
+    from concurrent.futures import ThreadPoolExecutor
+    from types import ModuleType
 
 CODE = re.compile(r"^PTL\d{3}$", re.I)
 DEFAULT_RTOL, DEFAULT_ATOL = 1e-5, 1e-6
@@ -318,6 +312,8 @@ def growth_per_step(points: list[tuple[Any, MemoryPoint]], attr: str = "retained
 
 # -- finding checks -------------------------------------------------------------
 def defines_main(path: Path) -> bool:
+    import ast
+
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
@@ -338,6 +334,8 @@ def find_root(start: Path | None = None) -> Path | None:
 
 
 def load_spec(root: Path | None, code: str) -> Spec:
+    import importlib.util
+
     if root is None:
         return Spec(code)
     path = root / "runtime_checks" / f"{code.lower()}.py"
@@ -580,6 +578,8 @@ def _launch(job: dict, stem: Path, device: str, nproc: int, opts: Options) -> di
 def _run_subprocess(cmd: list[str], env: dict[str, str], workdir: Path,
                     timeout: float) -> tuple[int | None, str]:
     """Run a fresh interpreter (or torchrun); (exit status or None on timeout, output)."""
+    import subprocess
+
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                             start_new_session=True, cwd=str(workdir))
     try:
@@ -592,6 +592,8 @@ def _run_subprocess(cmd: list[str], env: dict[str, str], workdir: Path,
 
 
 def _kill_group(pid: int) -> None:
+    import signal
+
     try:
         os.killpg(pid, signal.SIGKILL)  # the worker's own session: it and its children
     except (ProcessLookupError, PermissionError):
@@ -604,7 +606,6 @@ def _kill_group(pid: int) -> None:
 # CPU versions are forked from a server that imported torch once (multiprocessing's
 # forkserver): each still runs in a process of its own, without paying for the
 # import (seconds) every time. CUDA and torchrun versions start fresh interpreters.
-_FORK_LOCK = threading.Lock()
 _FORK_CONTEXT: Any = None
 
 
@@ -616,22 +617,23 @@ def fork_available() -> bool:
 
 
 def _fork_context(threads: int) -> Any:
+    """Start the fork server (once). Call it before starting threads: it swaps
+    os.environ for a moment."""
     global _FORK_CONTEXT
-    with _FORK_LOCK:
-        if _FORK_CONTEXT is None:
-            import multiprocessing
-            from multiprocessing import forkserver
+    if _FORK_CONTEXT is None:
+        import multiprocessing
+        from multiprocessing import forkserver
 
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["torch", "torch._dynamo", "ptlint.verify"])
-            saved = dict(os.environ)
-            try:  # the server's environment is what its children start with
-                os.environ.update(_worker_env("cpu", 0, threads))
-                forkserver.ensure_running()
-            finally:
-                os.environ.clear()
-                os.environ.update(saved)
-            _FORK_CONTEXT = context
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["torch", "torch._dynamo", "ptlint.verify"])
+        saved = dict(os.environ)
+        try:  # the server's environment is what its children start with
+            os.environ.update(_worker_env("cpu", 0, threads))
+            forkserver.ensure_running()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        _FORK_CONTEXT = context
     return _FORK_CONTEXT
 
 
@@ -842,7 +844,9 @@ def _error(message: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    import tempfile
     import warnings
+    from concurrent.futures import ThreadPoolExecutor
 
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     try:
@@ -992,6 +996,8 @@ def _sync(device: str) -> None:
 
 
 def _measure(fn: Callable, params: dict, device: str, seed: int) -> dict:
+    import gc
+
     import torch
 
     cuda = device.startswith("cuda")
@@ -1045,6 +1051,8 @@ def _time(fn: Callable, device: str, min_time: float, repeats: int, threads: int
 
 
 def _load_function(path: str, function: str, module_name: str) -> Callable:
+    import importlib.util
+
     if module_name in sys.modules:  # a script named like a module already imported
         module_name = "ptlint_verify_target"
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -1076,6 +1084,7 @@ def _sweep_points(fn: Callable, sweep: dict) -> tuple[list[dict], str | None]:
 
 
 def worker(job_path: str) -> int:
+    import traceback
     import warnings
 
     sys.dont_write_bytecode = True
