@@ -12,7 +12,7 @@ from typing import Sequence
 
 from ptlint import __version__
 
-COMMANDS = ("check", "rule", "rules", "clean")
+COMMANDS = ("check", "rule", "rules", "clean", "verify")
 
 
 def _codes(text: str) -> list[str]:
@@ -69,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--output-format", choices=("full", "json"), default="full")
     clean = sub.add_parser("clean", help="remove the result cache")
     clean.add_argument("--config", type=Path)
+    from ptlint import verify  # torch-free at import: it imports torch only when it runs
+
+    verify.add_arguments(sub.add_parser(
+        "verify", help="run rules' bad and fixed programs: check, time, measure memory"))
     return parser
 
 
@@ -87,6 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_rules(args.output_format)
         if args.command == "clean":
             return cmd_clean(args)
+        if args.command == "verify":
+            from ptlint import verify
+
+            return verify.main(args)
         return cmd_check(args)
     except KeyboardInterrupt:
         print("ptlint: interrupted", file=sys.stderr)
