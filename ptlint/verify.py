@@ -99,6 +99,9 @@ class Spec:
                              a hand-written third version, run like the others
       note(device) -> str | None
                              a remark printed under the table
+      CHANGES: {"key": "why"} the results the fix changes on purpose (an unsafe fix that
+                             corrects a bug): each must differ, every other result must
+                             stay equal
       CHANGES_RESULTS: bool  for `ptlint verify script.py`: the fix may change what
                              main() returns (it corrects a bug), so differing results
                              do not fail the check
@@ -113,6 +116,9 @@ class Spec:
 
     @property
     def compared(self) -> str:
+        changes = self.get("CHANGES")
+        if changes and not self.get("COMPARED"):
+            return f"fix changes {', '.join(sorted(changes))}; the rest is equal"
         return self.get("COMPARED", "results of main() are equal")
 
     @property
@@ -137,6 +143,8 @@ class Spec:
 
     def compare(self, bad: Version, fixed: Version, reference: Version | None) -> tuple[bool, str]:
         compare = self.get("compare")
+        if compare is None and self.get("CHANGES"):
+            return compare_changes(bad, fixed, self.get("CHANGES"))
         if compare is None:
             return compare_equal(bad, fixed)
         if self.has_reference:
@@ -297,6 +305,28 @@ def compare_equal(bad: Version, fixed: Version, rtol: float = DEFAULT_RTOL,
         return True, f"results equal (max |diff| {worst:.2g}, rtol {rtol:g}, atol {atol:g})"
     worst, where = max_diff(bad.result, fixed.result)
     return False, f"results differ: {where} (max |diff| {worst:.3g})"
+
+
+def compare_changes(bad: Version, fixed: Version, changes: dict[str, str],
+                    rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL) -> tuple[bool, str]:
+    """A fix that corrects a bug: the named results differ (the documented change),
+    every other result is kept."""
+    if not isinstance(bad.result, dict) or not isinstance(fixed.result, dict):
+        return False, "main() must return a dict for a CHANGES check"
+    if set(bad.result) != set(fixed.result):
+        return False, "the two versions return different keys"
+    missing = [k for k in changes if k not in bad.result]
+    if missing:
+        return False, f"main() returns no {', '.join(missing)}"
+    same = [k for k in changes if allclose(bad.result[k], fixed.result[k], rtol, atol)]
+    if same:
+        return False, f"the documented change did not happen: {', '.join(same)} equal"
+    kept = {k: v for k, v in bad.result.items() if k not in changes}
+    if not allclose(kept, {k: fixed.result[k] for k in kept}, rtol, atol):
+        _, where = max_diff(kept, {k: fixed.result[k] for k in kept})
+        return False, f"an unrelated result changed: {where}"
+    detail = "; ".join(f"{k} differs: {why}" for k, why in changes.items())
+    return True, detail + (f"; {', '.join(sorted(kept))} equal" if kept else "")
 
 
 def growth_per_step(points: list[tuple[Any, MemoryPoint]], attr: str = "retained") -> float | None:

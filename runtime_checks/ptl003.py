@@ -1,7 +1,8 @@
 """PTL003 missing-zero-grad: without zero_grad() each step applies the sum of all
 past gradients.
 
-main(device, steps=5) returns {"params": [parameters after the steps]}.
+The fixture's main() returns {"weight": ...} after its first scenario: SGD
+(lr 0.05) on `make_problem(device)` (seed 0, nn.Linear(4, 1), 6 batches of 8).
 reference() below is the same training written out by hand: the fixed version
 must equal its plain SGD, and the bad version its SGD on the running sum of all
 gradients so far (the documented difference).
@@ -13,26 +14,27 @@ import torch.nn as nn
 
 from ptlint.verify import max_diff
 
-COMPARED = "parameters after 5 steps vs a hand-written SGD loop"
+COMPARED = "weights after 6 steps vs a hand-written SGD loop"
 CHANGES_RESULTS = True  # the fix corrects the training
 ATOL = 1e-5
 
 
-def reference(device="cpu", steps=5, lr=0.05):
-    torch.manual_seed(0)
-    model = nn.Linear(4, 1).to(device)  # the fixture's initial parameters
-    inputs, targets = torch.randn(steps, 16, 4), torch.randn(steps, 16, 1)
+def reference(device="cpu", lr=0.05):
+    torch.manual_seed(0)  # make_problem(device, seed=0), written out
+    model = nn.Linear(4, 1).to(device)
+    data = [(torch.randn(8, 4, device=device), torch.randn(8, 1, device=device))
+            for _ in range(6)]
     w0, b0 = (p.detach().clone() for p in model.parameters())
     w, b = w0.clone(), b0.clone()  # SGD on this step's gradient
     w_sum, b_sum = w0.clone(), b0.clone()  # SGD on the sum of all gradients so far
     gw_sum, gb_sum = torch.zeros_like(w0), torch.zeros_like(b0)
-    for x, y in zip(inputs.to(device), targets.to(device)):
+    for x, y in data:
         gw, gb = _grads(w, b, x, y)
         w, b = w - lr * gw, b - lr * gb
         gw2, gb2 = _grads(w_sum, b_sum, x, y)
         gw_sum, gb_sum = gw_sum + gw2, gb_sum + gb2
         w_sum, b_sum = w_sum - lr * gw_sum, b_sum - lr * gb_sum
-    return {"params": [w, b], "accumulated": [w_sum, b_sum]}
+    return {"weight": w, "accumulated": w_sum}
 
 
 def _grads(w, b, x, y):
@@ -43,9 +45,9 @@ def _grads(w, b, x, y):
 
 
 def compare(bad, fixed, reference):
-    correct, _ = max_diff(fixed.result["params"], reference.result["params"])
-    summed, _ = max_diff(bad.result["params"], reference.result["accumulated"])
-    apart, _ = max_diff(bad.result["params"], fixed.result["params"])
+    correct, _ = max_diff(fixed.result["weight"], reference.result["weight"])
+    summed, _ = max_diff(bad.result["weight"], reference.result["accumulated"])
+    apart, _ = max_diff(bad.result["weight"], fixed.result["weight"])
     passed = correct <= ATOL and summed <= ATOL and apart > 100 * ATOL
     return passed, (f"fixed = hand-written SGD (max |diff| {correct:.2g}); bad = SGD on summed "
                     f"gradients (max |diff| {summed:.2g}), {apart:.3g} away from correct "

@@ -109,7 +109,7 @@ def test_the_ptl102_fixture_itself_is_used():
 def test_a_wrong_fix_fails_the_check(tmp_path):
     """A "fixed" file that does not fix (PTL004) and one that crashes: exit 1,
     both FAILED, with the reason in the report."""
-    shutil.copytree(HERE / "examples" / "PTL004_zero_grad_before_step",
+    shutil.copytree(ROOT / "fixtures" / "PTL004_zero_grad_before_step",
                     tmp_path / "fixtures" / "PTL004_zero_grad_before_step")
     folder = tmp_path / "fixtures" / "PTL004_zero_grad_before_step"
     shutil.copy(folder / "bad.py", folder / "fixed.py")  # the fix "forgot" to move zero_grad
@@ -125,8 +125,8 @@ def test_a_wrong_fix_fails_the_check(tmp_path):
     assert proc.returncode == 1, proc.stderr
     out = " ".join(proc.stdout.split())
     assert "0 passed, 2 failed" in out
-    assert "PTL004 zero-grad-before-step FAILED: bad parameters unchanged" in out
-    assert "fixed loss 1.238 -> 1.238" in out
+    assert "PTL004 zero-grad-before-step FAILED: bad weights unchanged in every loop" in out
+    assert "fixed weights moved by 0, 0, 0" in out
     assert "PTL999 crashes FAILED: fixed failed: RuntimeError: boom" in out
     assert "Traceback" in proc.stdout
 
