@@ -48,6 +48,9 @@ def _check_parser(sub: argparse._SubParsersAction) -> None:
                      metavar="GLOBS")
     run.add_argument("--extend-include", type=_codes, action="extend", default=None,
                      metavar="GLOBS")
+    run.add_argument("--force-exclude", action="store_true", default=None,
+                     help="apply exclude rules to files named on the command line too "
+                          "(for pre-commit, which passes every file by name)")
     run.add_argument("-j", "--jobs", type=int, default=None, help="processes (default: all cores)")
     run.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
 
@@ -168,7 +171,7 @@ def _settings(args: argparse.Namespace, anchor: Path):
         "select": args.select, "extend_select": args.extend_select, "ignore": args.ignore,
         "fixable": args.fixable, "unfixable": args.unfixable,
         "unsafe_fixes": args.unsafe_fixes, "output_format": args.output_format,
-        "torch_version": args.torch_version,
+        "torch_version": args.torch_version, "force_exclude": args.force_exclude,
     }
     config = args.config
     if config is not None and not config.is_file():
@@ -270,7 +273,11 @@ def _stdin(args: argparse.Namespace, job) -> "Outcome":
 def _sources(findings, outcomes) -> dict[str, str]:
     from ptlint.textio import read_source
 
-    sources = {out.path: out.text for out in outcomes if out.text is not None}
+    from ptlint.output import source_key
+
+    sources = {out.path: out.text for out in outcomes if out.text is not None and not out.cells}
+    for out in outcomes:  # notebooks: each cell's source
+        sources.update((source_key(out.path, i), text) for i, text in out.cells.items())
     for f in findings:
         if f.path not in sources and f.cell is None:
             try:

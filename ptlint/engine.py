@@ -1,10 +1,13 @@
 """Parse once, run every enabled rule in one traversal, build findings in one place."""
 from __future__ import annotations
 
+import ast
+import bisect
 import re
 import time
+import warnings
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import libcst as cst
@@ -42,18 +45,159 @@ class FixResult:
     result: LintResult  # findings that remain after fixing
 
 
-def _syntax_error(path: str, exc: Exception) -> Finding:
-    line = getattr(exc, "raw_line", None) or getattr(exc, "lineno", None) or 1
-    column = getattr(exc, "raw_column", None)
-    if column is None:
-        column = max((getattr(exc, "offset", None) or 1) - 1, 0)
-    if isinstance(exc, RecursionError):
-        detail = "too deeply nested to parse"
-    else:
-        detail = getattr(exc, "message", None) or str(exc).splitlines()[0] or type(exc).__name__
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """`Type: message` on one line (an exception's text may be a multi-line node repr)."""
+    text = " ".join(str(exc).split())
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _syntax_finding(path: str, line: int, column: int, detail: str) -> Finding:
     code, name = SYNTAX_ERROR
     start = Position(line, column)
     return Finding(path, code, name, f"SyntaxError: {detail}", Span(start, start))
+
+
+def _python_verdict(text: str, *, full: bool = False) -> tuple[int, int, str] | None:
+    """Where and why CPython rejects `text` ((line, column, message), column 0-based),
+    or None if it parses (and, with `full`, compiles). CPython's positions and
+    messages are much better than LibCST's ("Missing parentheses in call to 'print'")."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarning for "\d" and the like
+            compile(text, "<ptlint>", "exec", 0 if full else ast.PyCF_ONLY_AST,
+                    dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        starts = line_starts(text)
+        if "\0" in text and "null bytes" in str(exc):  # no position given (ValueError < 3.12)
+            at = text.index("\0")
+            line = bisect.bisect_right(starts, at)
+            return line, at - starts[line - 1], "source code cannot contain null bytes"
+        if not isinstance(exc, SyntaxError):
+            return 1, 0, str(exc)
+        line = min(max(exc.lineno or 1, 1), len(starts))
+        column = min(max((exc.offset or 1) - 1, 0), len(line_text(text, starts, line)))
+        return line, column, exc.msg or "invalid syntax"
+    except (RecursionError, MemoryError):
+        return 1, 0, "too deeply nested for Python to compile"
+    return None
+
+
+def _syntax_error(path: str, exc: Exception, text: str) -> Finding | str:
+    """PTL000 where CPython says the file is wrong; when only LibCST rejects it,
+    an error line (ptlint's limitation, not the user's syntax error)."""
+    verdict = _python_verdict(text)
+    if verdict is not None:
+        return _syntax_finding(path, *verdict)
+    line = getattr(exc, "raw_line", None) or getattr(exc, "lineno", None) or 1
+    if isinstance(exc, RecursionError):
+        detail = "too deeply nested"
+    else:
+        detail = getattr(exc, "message", None) or str(exc).splitlines()[0] or type(exc).__name__
+    return f"{path}:{line}: LibCST cannot parse this file, although Python can ({detail}); file skipped"
+
+
+# LibCST's native parser recurses once per level of expression nesting: a few
+# thousand levels overflow the C stack (a segmentation fault: LibCST issue #619),
+# and long before that its time grows with the cube of the depth (a chain of
+# 1000 subscripts takes seconds, of 2000 minutes). The rules' visitors reach
+# Python's recursion limit at a few hundred levels anyway. So a file is measured
+# before it is parsed; real code stays below 30.
+DEPTH_LIMIT = 500
+BRACKET_LIMIT = 200  # CPython's own limit on nested brackets
+_DEEP_TEXT = ("(", "[", "{", ".", "+", "-", "*", "/", "%", "@", "&", "|", "^", "~",
+              "if", "not", "lambda", "await", "yield")
+_NOT_CODE = re.compile(  # comments and strings: their brackets do not count
+    r"#[^\r\n]*"
+    r"|'''(?:\\.|[^\\])*?'''"
+    r'|"""(?:\\.|[^\\])*?"""'
+    r"|'(?:\\.|[^\\'\r\n])*'"
+    r'|"(?:\\.|[^\\"\r\n])*"'
+)
+_NESTING = re.compile(r"[()\[\]{},;\n]|\r\n?|\\(?:\r\n?|\n)|[-+*/%@&|^~.]+|\b(?:if|not|lambda|await|yield)\b")
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _only_newlines(match: re.Match) -> str:
+    return "".join(_LINE_BREAK.findall(match.group()))
+
+
+def nesting(text: str) -> tuple[int, int, int]:
+    """(depth, line, brackets): an upper bound on the depth of the expression trees
+    LibCST would build, the line where it peaks, and the deepest bracket nesting.
+
+    One pass over the operators and brackets outside strings and comments: in
+    each bracketed element, a chain of operators (`a.b[c](d) + e`) nests one
+    level per operator, and a bracket adds the depth of its deepest element.
+    """
+    if sum(map(text.count, _DEEP_TEXT)) <= DEPTH_LIMIT:
+        return 0, 1, 0  # not enough operators in the whole file: the common case
+    code = _NOT_CODE.sub(_only_newlines, text)
+    stack: list[tuple[int, int, int]] = []
+    ops = child = best = 0  # operators in this element, its deepest bracket, best element so far
+    worst = where = brackets = 0
+    for match in _NESTING.finditer(code):
+        token = match.group()
+        first = token[0]
+        if first in "\r\n":
+            if not stack:  # a new statement
+                ops = child = best = 0
+            continue
+        if first == "\\":  # a backslash continuation: the statement goes on
+            continue
+        if first in "([{":
+            stack.append((ops, child, best))
+            ops = child = best = 0
+            brackets = max(brackets, len(stack))
+        elif first in ")]}":
+            depth = max(best, ops + child) + 1
+            if stack:
+                ops, child, best = stack.pop()
+                ops += 1
+                child = max(child, depth)
+        elif first in ",;":
+            best = max(best, ops + child)
+            ops = child = 0
+        else:
+            ops += 1 if first.isalpha() else len(token)
+        if ops + child > worst:
+            worst, where = ops + child, match.start()
+    line = len(_LINE_BREAK.findall(code, 0, where)) + 1
+    return worst, line, brackets
+
+
+def _too_deep(text: str, path: str) -> Finding | str | None:
+    """PTL000 if CPython itself rejects a deeply nested file, an error line if only
+    LibCST could not take it, None if the file is safe to parse."""
+    depth, line, brackets = nesting(text)
+    if depth <= DEPTH_LIMIT and brackets <= BRACKET_LIMIT:
+        return None
+    verdict = _python_verdict(text, full=True)
+    if verdict is not None:
+        return _syntax_finding(path, *verdict)
+    if depth <= DEPTH_LIMIT:
+        return None
+    try:  # the estimate is an upper bound: measure the real tree before giving up
+        real = _ast_depth(ast.parse(text))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        real = depth
+    if real <= DEPTH_LIMIT:
+        return None
+    return (f"{path}:{line}: expression nested about {real} levels deep; ptlint parses at most "
+            f"{DEPTH_LIMIT} levels; file skipped")
+
+
+def _ast_depth(tree: ast.AST) -> int:
+    deepest = 0
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def parse(text: str) -> cst.Module:
@@ -82,23 +226,41 @@ def lint_text(
         rules = [r for r in rules if r.code not in file_noqa]
     clock = time.perf_counter
     t0 = clock()
-    try:
-        module = parse(text)
-    except (cst.ParserSyntaxError, RecursionError, ValueError, SyntaxError) as exc:
-        finding = _syntax_error(path, exc)
-        if settings.is_enabled(finding.code, path):
-            result.findings.append(finding)
+    if not rules:
+        # No rule needs this file: CPython's own parser (several times cheaper
+        # than LibCST's) is enough to report a syntax error.
+        if settings.is_enabled("PTL000", path):
+            verdict = _python_verdict(text)
+            if verdict is not None:
+                result.findings.append(_syntax_finding(path, *verdict))
+        if timings is not None:
+            timings["syntax check only"] = timings.get("syntax check only", 0.0) + clock() - t0
+        return result
+    problem = _too_deep(text, path)
+    if problem is None:
+        try:
+            module = parse(text)
+        except (cst.ParserSyntaxError, RecursionError, ValueError, SyntaxError) as exc:
+            problem = _syntax_error(path, exc, text)
+    if problem is not None:
+        if isinstance(problem, str):
+            result.errors.append(problem)
+        elif settings.is_enabled(problem.code, path):
+            result.findings.append(problem)
         return result
     if timings is not None:
         timings["parse"] = timings.get("parse", 0.0) + clock() - t0
-    if not rules:
-        return result
 
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     names = NameResolver()
     context = Context(path=path, source=text, names=names, torch_version=settings.torch_version,
                       timings=timings)
-    instances = [rule(context) for rule in rules]
+    instances = []
+    for rule in rules:
+        try:
+            instances.append(rule(context))
+        except Exception as exc:  # noqa: BLE001 - one rule's bug must not hide the others
+            result.errors.append(f"{path}: internal error in {rule.code}: {one_line(exc)}")
     t0 = clock()
     try:
         with ExitStack() as stack:
@@ -113,13 +275,17 @@ def lint_text(
         timings["rules"] = timings.get("rules", 0.0) + clock() - t0
     for rule in instances:
         if rule.failed is not None:
-            result.errors.append(f"{path}: internal error in {rule.failed}")
+            failed = rule.failed
+            result.errors.append(f"{path}: internal error in {failed.code}: {one_line(failed.original)}")
     reports = [r for r in context.reports if r.rule.failed is None]
     if reports:
         t0 = clock()
-        findings = _build_findings(wrapper, module, reports, path, settings)
+        findings = _build_findings(wrapper, module, reports, path, settings, result.errors)
         starts = line_starts(text)
         result.findings = [f for f in findings if not _noqa(f, text, starts)]
+        if "\f" in text and any(f.fix for f in result.findings) and not _round_trips(text):
+            # Columns after a form feed that LibCST dropped are off: no edit can be placed.
+            result.findings = [replace(f, fix=None) for f in result.findings]
         if timings is not None:
             timings["findings"] = timings.get("findings", 0.0) + clock() - t0
     result.findings.sort(key=lambda f: f.sort_key)
@@ -159,9 +325,12 @@ def _build_findings(
     reports: list[Report],
     path: str,
     settings: "Settings",
+    errors: list[str] | None = None,
 ) -> list[Finding]:
     """Turn reports into findings. Positions are computed only here, for files
-    that have something to report."""
+    that have something to report. A report that cannot be turned into a finding
+    (say, a rule reported a node that is not in the tree) is an internal error
+    of its rule, and the other reports still count."""
     positions = wrapper.resolve(PositionProvider)
     inclusive = None
     findings = []
@@ -169,22 +338,30 @@ def _build_findings(
         code = report.rule.code
         if not settings.is_enabled(code, path):
             continue
-        where = positions[report.node]
-        fix = None
-        if report.edits:
-            if inclusive is None:
-                inclusive = wrapper.resolve(WhitespaceInclusivePositionProvider)
-            edits = []
-            for old, new in report.edits:
-                span = inclusive[old]
-                content = "" if new is None else _edit_content(module, old, new, span)
-                edits.append(Edit(_position(span.start), _position(span.end), content))
-            fix = Fix(
-                title=report.fix_title or "Apply the fix",
-                safety=settings.safety_for(code, report.safety),
-                edits=tuple(sorted(edits)),
-                imports=report.imports,
-            )
+        try:
+            where = positions[report.node]
+            fix = None
+            if report.edits:
+                if inclusive is None:
+                    inclusive = wrapper.resolve(WhitespaceInclusivePositionProvider)
+                edits = []
+                for old, new in report.edits:
+                    span = inclusive[old]
+                    content = "" if new is None else _edit_content(module, old, new, span)
+                    edits.append(Edit(_position(span.start), _position(span.end), content))
+                fix = Fix(
+                    title=report.fix_title or "Apply the fix",
+                    safety=settings.safety_for(code, report.safety),
+                    edits=tuple(sorted(edits)),
+                    imports=report.imports,
+                )
+        except Exception as exc:  # noqa: BLE001 - one bad report must not hide the others
+            if errors is not None:
+                why = ("it reported a node that is not in this file's tree"
+                       if isinstance(exc, KeyError) and isinstance(exc.args[0], cst.CSTNode)
+                       else one_line(exc))
+                errors.append(f"{path}: internal error in {code}: {why}")
+            continue
         findings.append(
             Finding(
                 path=path,
@@ -207,19 +384,27 @@ def _edit_content(module: cst.Module, old: cst.CSTNode, new: cst.CSTNode, span: 
     if "\n" not in content and "\r" not in content:
         return content
     original = module.code
-    starts = line_starts(original)
-    begin = starts[span.start.line - 1] + span.start.column  # type: ignore[attr-defined]
-    end = starts[span.end.line - 1] + span.end.column  # type: ignore[attr-defined]
+    offset = offsets(original)
+    begin, end = offset(_position(span.start)), offset(_position(span.end))
     whole = module.deep_replace(old, new).code
     return whole[begin:len(whole) - (len(original) - end)]
 
 
 # -- fixing -----------------------------------------------------------------
-def apply_edits(text: str, edits: Iterable[Edit]) -> str:
+def offsets(text: str):
+    """A function from a position in `text` to its index."""
     starts = line_starts(text)
 
     def offset(pos: Position) -> int:
+        if pos.line > len(starts):  # the end of a file without a final line break
+            return len(text)
         return starts[pos.line - 1] + pos.column
+
+    return offset
+
+
+def apply_edits(text: str, edits: Iterable[Edit]) -> str:
+    offset = offsets(text)
 
     out, last = [], 0
     for edit in sorted(edits):
@@ -231,16 +416,20 @@ def apply_edits(text: str, edits: Iterable[Edit]) -> str:
     return "".join(out)
 
 
+def _overlap(a: tuple[Position, Position], b: tuple[Position, Position]) -> bool:
+    return a[0] < b[1] and b[0] < a[1] or a[0] == b[0]
+
+
 def non_overlapping(fixes: Iterable[Fix]) -> list[Fix]:
-    """Fixes whose edits touch no edit of a fix already taken (first come, first kept)."""
+    """Fixes whose edits touch no edit of a fix already taken (first come, first
+    kept). A fix whose own edits overlap each other is never taken."""
     taken: list[Fix] = []
     ranges: list[tuple[Position, Position]] = []
     for fix in sorted(fixes, key=lambda f: f.edits[0].start):
-        if any(
-            e.start < end and start < e.end or e.start == start
-            for e in fix.edits
-            for start, end in ranges
-        ):
+        own = [(e.start, e.end) for e in fix.edits]
+        if any(_overlap(a, b) for i, a in enumerate(own) for b in own[i + 1:]):
+            continue
+        if any(_overlap(a, b) for a in own for b in ranges):
             continue
         taken.append(fix)
         ranges.extend((e.start, e.end) for e in fix.edits)
@@ -262,17 +451,52 @@ def add_imports(text: str, imports: Iterable[str]) -> str:
             AddImportsVisitor.add_needed_import(context, parts[1])
         else:  # from a.b import c
             AddImportsVisitor.add_needed_import(context, parts[1], parts[3])
-    module = AddImportsVisitor(context).transform_module(parse(text))
-    return module.code
+    code = AddImportsVisitor(context).transform_module(parse(text)).code
+    if text.endswith("\r") and not code.endswith("\r"):
+        code += "\r"  # LibCST drops a final lone \r (classic Mac line endings)
+    return code
 
 
-def _valid(text: str, path: str) -> bool:
+def _round_trips(text: str) -> bool:
+    """Whether LibCST gives back `text` byte for byte. It does not for a form feed
+    that precedes a statement (the form feed is dropped and the columns after it
+    are off by one), so edits made from its positions would be misplaced and its
+    code generation would lose bytes."""
+    try:
+        code = parse(text).code
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return code == text or (text.endswith("\r") and code == text[:-1])
+
+
+def _valid(text: str, path: str, *, compiles: bool = True) -> bool:
+    """Whether LibCST parses `text` and (when the original compiled) CPython compiles it."""
     try:
         parse(text)
-        compile(text, path, "exec", dont_inherit=True)
-    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError):
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError, MemoryError):
         return False
-    return True
+    return not compiles or _python_verdict(text, full=True) is None
+
+
+def _apply(text: str, fixes: Sequence[Fix]) -> str | None:
+    """`text` with the fixes' edits and imports, or None when the imports cannot
+    be added because the edited text does not parse."""
+    edited = apply_edits(text, [e for f in fixes for e in f.edits])
+    try:
+        return add_imports(edited, [i for f in fixes for i in f.imports])
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _fix_key(text: str, finding: Finding) -> tuple:
+    """What identifies a fix across passes: its rule, the text it replaces and the
+    text it puts in (positions move when other fixes add lines above it)."""
+    offset = offsets(text)
+
+    assert finding.fix is not None
+    return finding.code, tuple(
+        (text[offset(e.start):offset(e.end)], e.content) for e in finding.fix.edits
+    )
 
 
 def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> FixResult:
@@ -280,35 +504,45 @@ def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> Fix
     parse or compile is retried fix by fix, and the fixes that break it are
     reported and left out."""
     applied = 0
-    rejected: set[tuple[str, Span]] = set()
+    rejected: set[tuple] = set()
     errors: list[str] = []
-    compiles = _valid(text, path)
+    compiles = _python_verdict(text, full=True) is None
     for _ in range(MAX_FIX_PASSES):
         result = lint_text(text, path, settings)
         candidates = [
             f for f in result.findings
             if f.fix is not None
-            and (f.code, f.span) not in rejected
+            and _fix_key(text, f) not in rejected
             and settings.fix_allowed(f.code, f.fix.safety, unsafe=unsafe)
         ]
         chosen = non_overlapping(f.fix for f in candidates)  # type: ignore[misc]
+        if chosen and not applied and not errors and not _round_trips(text):
+            errors.append(f"{path}: LibCST does not reproduce this file byte for byte (a form "
+                          "feed before a statement?); not fixed")
+            chosen = []
         if not chosen:
             result.errors[:0] = errors
             return FixResult(text, applied, result)
-        new = add_imports(apply_edits(text, [e for f in chosen for e in f.edits]),
-                          [i for f in chosen for i in f.imports])
-        if compiles and not _valid(new, path):
+        new = _apply(text, chosen)
+        if new is None or not _valid(new, path, compiles=compiles):
             by_fix = {id(f.fix): f for f in candidates}
+            broke = False
             for fix in chosen:
-                single = add_imports(apply_edits(text, fix.edits), fix.imports)
-                if not _valid(single, path):
+                single = _apply(text, [fix])
+                if single is None or not _valid(single, path, compiles=compiles):
                     bad = by_fix[id(fix)]
-                    rejected.add((bad.code, bad.span))
+                    rejected.add(_fix_key(text, bad))
                     errors.append(
                         f"{path}:{bad.span.start.line}: fix for {bad.code} would break the "
                         "file; not applied"
                     )
-            continue
+                    broke = True
+            if broke:
+                continue
+            # Each fix is fine alone but not all together: one per pass.
+            chosen = chosen[:1]
+            new = _apply(text, chosen)
+            assert new is not None
         applied += len(chosen)
         text = new
     result = lint_text(text, path, settings)

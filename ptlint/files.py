@@ -1,6 +1,7 @@
 """Which files to lint: walk the given paths, honouring .gitignore and excludes."""
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
@@ -78,10 +79,13 @@ def discover(paths: list[str], settings: Settings) -> Discovery:
     for raw in paths:
         path = Path(raw)
         if path.is_file():
-            add(path)  # named explicitly: always linted
+            # named explicitly: linted unless --force-exclude asks to apply the excludes
+            if not (settings.force_exclude and (settings.excluded(path.absolute()) or (
+                    settings.respect_gitignore and ignores.ignored(path.absolute(), False)))):
+                add(path)
             continue
         if not path.is_dir():
-            found.errors.append(f"{raw}: no such file or directory")
+            found.errors.append(f"{raw}: {_not_found(path)}")
             continue
         for folder, dirnames, filenames in os.walk(path, onerror=_collect(found, raw)):
             here = Path(folder).absolute()
@@ -106,6 +110,19 @@ def discover(paths: list[str], settings: Settings) -> Discovery:
                     continue
                 add(Path(folder) / name)
     return found
+
+
+def _not_found(path: Path) -> str:
+    """Why a path named on the command line cannot be linted."""
+    try:
+        path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop"
+        if path.is_symlink():
+            return "broken symbolic link"
+        return exc.strerror.lower() if exc.strerror else "no such file or directory"
+    return "not a regular file or a directory"
 
 
 def _collect(found: Discovery, raw: str):

@@ -6,18 +6,22 @@ import hashlib
 import multiprocessing
 import os
 import pickle
+import re
 import shutil
+import signal
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from ptlint import __version__
 from ptlint.config import Settings
-from ptlint.engine import LintResult, fix_text, lint_text
+from ptlint.engine import LintResult, fix_text, lint_text, one_line
 from ptlint.model import SYNTAX_ERROR, Finding, Position, Span
-from ptlint.textio import DecodeError, Source, decode, encode, write_atomic
+from ptlint.textio import DecodeError, Source, decode, encode, signals_deferred, write_atomic
 
 Mode = Literal["check", "fix", "diff"]
 
@@ -32,6 +36,7 @@ class Outcome:
     diff: str | None = None
     new_text: str | None = None  # stdin with --fix: what to print
     timings: dict[str, float] = field(default_factory=dict)
+    cells: dict[int, str] = field(default_factory=dict)  # notebooks: cell index -> source
 
 
 @dataclass
@@ -45,14 +50,26 @@ class Job:
 
 def _decode_error(path: str, exc: DecodeError) -> Finding:
     code, name = SYNTAX_ERROR
-    at = Position(exc.line, 0)
+    at = Position(exc.line, exc.column)
     return Finding(path, code, name, f"SyntaxError: {exc}", Span(at, at))
+
+
+_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+_NO_EOL = "\n\\ No newline at end of file\n"
+
+
+def _diff_lines(text: str) -> list[str]:
+    """Lines as Python and `patch` see them: str.splitlines() would also break at
+    form feeds and other Unicode separators, and the diff would not apply."""
+    lines = _LINES.findall(text)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += _NO_EOL
+    return lines
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
     return "".join(difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile=f"a/{path}", tofile=f"b/{path}",
+        _diff_lines(before), _diff_lines(after), fromfile=f"a/{path}", tofile=f"b/{path}",
     ))
 
 
@@ -62,7 +79,10 @@ def process_text(path: str, text: str, job: Job) -> Outcome:
     if job.mode == "check":
         result = lint_text(text, path, job.settings, timings=timings)
         return Outcome(path, result.findings, result.errors, text, timings=timings or {})
+    started = time.perf_counter()
     fixed = fix_text(text, path, job.settings, unsafe=job.unsafe)
+    if timings is not None:
+        timings["fix (all passes)"] = time.perf_counter() - started
     out = Outcome(path, fixed.result.findings, fixed.result.errors, fixed.text,
                   fixed=fixed.applied, timings=timings or {})
     if fixed.text != text:
@@ -101,11 +121,16 @@ class Cache:
             top = self.folder.parent
             if not (top / ".gitignore").exists():
                 (top / ".gitignore").write_text("# created by ptlint\n*\n")
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as handle:
-                pickle.dump(findings, handle, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, folder / key)
-        except OSError:
+            with signals_deferred():
+                fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+                try:
+                    with os.fdopen(fd, "wb") as handle:
+                        pickle.dump(findings, handle, protocol=pickle.HIGHEST_PROTOCOL)
+                    os.replace(tmp, folder / key)
+                except BaseException:
+                    os.unlink(tmp)
+                    raise
+        except (OSError, pickle.PickleError):
             pass  # a cache that cannot be written is only slower
 
 
@@ -119,10 +144,12 @@ def clean(settings: Settings) -> bool:
 
 def process_file(path: Path, job: Job) -> Outcome:
     name = str(path)
+    started = time.perf_counter()
     try:
         data = path.read_bytes()
     except OSError as exc:
         return Outcome(name, errors=[f"{name}: cannot read: {exc.strerror or exc}"])
+    read = time.perf_counter() - started
     if path.suffix == ".ipynb":
         from ptlint import notebook
 
@@ -140,6 +167,8 @@ def process_file(path: Path, job: Job) -> Outcome:
     except DecodeError as exc:
         return Outcome(name, [_decode_error(name, exc)] if job.settings.is_enabled("PTL000", name) else [])
     out = process_text(name, source.text, job)
+    if job.timings:
+        out.timings["read"] = read + out.timings.get("read", 0.0)
     if cache and not out.errors and out.new_text is None:
         cache.put(key, out.findings)
     if job.mode == "fix" and out.new_text is not None:
@@ -149,7 +178,11 @@ def process_file(path: Path, job: Job) -> Outcome:
 
 def write_fixed(path: Path, source: Source, out: Outcome) -> None:
     name = str(path)
-    if not os.access(path, os.W_OK):
+    try:
+        writable = os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
+    except OSError:
+        writable = False
+    if not writable:  # root may write anything: the mode bits say what the owner wants
         out.errors.append(f"{name}: file is read-only; {out.fixed} fix(es) not written")
         out.fixed = 0
         return
@@ -180,17 +213,79 @@ def _safe(path: Path, job: Job) -> Outcome:
     except RecursionError:
         return Outcome(str(path), errors=[f"{path}: too deeply nested; file skipped"])
     except Exception as exc:  # noqa: BLE001 - one line per file, the run goes on
-        return Outcome(str(path), errors=[f"{path}: internal error: {type(exc).__name__}: {exc}"])
+        return Outcome(str(path), errors=[f"{path}: internal error: {one_line(exc)}"])
+
+
+def _work_batch(paths: list[Path]) -> list[Outcome]:
+    return [_work(path) for path in paths]
+
+
+def _init_worker() -> None:
+    """The parent handles Ctrl-C and stops the workers with SIGTERM, which kills
+    a worker at once, or right after the file it is writing (see write_atomic)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Interrupted: cancel what has not started and end the workers before returning."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    for process in workers:
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        process.join()
+
+
+def _pool(workers: int, context) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker)
+
+
+def _isolated(path: Path, context) -> Outcome:
+    """One file in a process of its own: after a worker died, find the file that kills it."""
+    pool = _pool(1, context)
+    try:
+        outcome = pool.submit(_work, path).result()
+    except BrokenProcessPool:
+        outcome = Outcome(str(path), errors=[
+            f"{path}: ptlint's worker process died on this file (a crash in the parser, or "
+            "out of memory); file skipped"])
+    except BaseException:
+        _stop(pool)
+        raise
+    pool.shutdown()
+    return outcome
 
 
 def run(files: list[Path], job: Job, jobs: int | None = None) -> list[Outcome]:
-    """Process every file; results come back in the order of `files`."""
+    """Process every file; results come back in the order of `files`.
+
+    A worker that dies (a crash in native code, the OOM killer) takes down its
+    pool: the files whose results were lost are then run again one process each,
+    so that only the file at fault is reported and skipped.
+    """
     jobs = jobs or os.cpu_count() or 1
     if jobs <= 1 or len(files) < 4:
         return [_safe(path, job) for path in files]
     global _JOB
     _JOB = job
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=context) as pool:
-        chunk = max(1, min(32, len(files) // (jobs * 8)))
-        return list(pool.map(_work, files, chunksize=chunk))
+    chunk = max(1, min(32, len(files) // (jobs * 8)))
+    batches = [files[i:i + chunk] for i in range(0, len(files), chunk)]
+    done: list[list[Outcome] | None] = [None] * len(batches)
+    pool = _pool(min(jobs, len(files)), context)
+    try:
+        futures = {pool.submit(_work_batch, batch): i for i, batch in enumerate(batches)}
+        for future in as_completed(futures):
+            try:
+                done[futures[future]] = future.result()
+            except BrokenProcessPool:
+                pass  # run again one by one below
+    except BaseException:
+        _stop(pool)
+        raise
+    pool.shutdown()
+    outcomes: list[Outcome] = []
+    for batch, results in zip(batches, done):
+        outcomes.extend(results if results is not None else [_isolated(p, context) for p in batch])
+    return outcomes

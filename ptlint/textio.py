@@ -4,10 +4,13 @@ from __future__ import annotations
 import io
 import os
 import re
+import signal
 import tempfile
 import tokenize
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
@@ -22,9 +25,21 @@ class Source:
 class DecodeError(Exception):
     """The file is not text in the encoding it declares."""
 
-    def __init__(self, message: str, line: int = 1) -> None:
+    def __init__(self, message: str, line: int = 1, column: int = 0) -> None:
         super().__init__(message)
         self.line = line
+        self.column = column  # 0-based, in bytes of the line
+
+
+def _undecodable(data: bytes, encoding: str, exc: UnicodeDecodeError) -> DecodeError:
+    line_start = data.rfind(b"\n", 0, exc.start) + 1
+    line = data.count(b"\n", 0, exc.start) + 1
+    bad = data[exc.start:exc.start + 1].hex()
+    return DecodeError(
+        f"not valid {encoding.removesuffix('-sig')}: byte 0x{bad} at line {line}, "
+        f"column {exc.start - line_start + 1} ({exc.reason})",
+        line, exc.start - line_start,
+    )
 
 
 def decode(data: bytes) -> Source:
@@ -32,15 +47,22 @@ def decode(data: bytes) -> Source:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
+        if "invalid or missing encoding declaration" in str(exc):
+            # No cookie and the first lines are not UTF-8: say where, and how to declare one.
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                error = _undecodable(data, "utf-8", bad)
+                raise DecodeError(f"{error} and no PEP 263 coding comment declares another "
+                                  "encoding", error.line, error.column) from None
         raise DecodeError(str(exc), getattr(exc, "lineno", None) or 1) from None
     bom = encoding == "utf-8-sig"
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise DecodeError(
-            f"not valid {encoding.removesuffix('-sig')} at byte {exc.start}: {exc.reason}", line
-        ) from None
+        raise _undecodable(data, encoding, exc) from None
+    except (LookupError, UnicodeError) as exc:  # a cookie naming a codec that is not a text encoding
+        raise DecodeError(f"cannot decode as {encoding}: {exc}", 1) from None
     return Source(text=text, encoding="utf-8" if bom else encoding, bom=bom)
 
 
@@ -53,28 +75,58 @@ def encode(source: Source, text: str) -> bytes:
     return (b"\xef\xbb\xbf" + data) if source.bom else data
 
 
+_DEFERRED = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP for this thread until the block ends: a
+    signal that arrives meanwhile is delivered (and acted on) right after it."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: nothing to hold
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` in one rename, keeping its permission bits.
+    """Replace `path` with `data` in one rename, keeping its permission bits and owner.
 
     A temporary file in the same folder is written, synced and renamed over the
     original, so an interrupt leaves either the old or the new file, never half
-    of one; the temporary file is removed if anything goes wrong.
+    of one; the temporary file is removed if anything goes wrong. Interrupts
+    are held while the file is written, so a worker process killed by SIGTERM
+    dies after the rename, never between creating and removing the temporary
+    file. A symbolic link is kept: the file it points to is replaced.
     """
-    mode = path.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".ptlint-tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
+    target = Path(os.path.realpath(path))
+    with signals_deferred():
+        info = target.stat()
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".ptlint-tmp",
+                                   dir=target.parent)
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if hasattr(os, "geteuid") and (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
+                try:
+                    os.chown(tmp, info.st_uid, info.st_gid)
+                except OSError:
+                    pass  # only root may give a file away; the permission bits are kept anyway
+            os.chmod(tmp, info.st_mode & 0o7777)
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
 
 
 def line_starts(text: str) -> list[int]:

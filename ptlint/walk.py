@@ -12,6 +12,7 @@ parentheses are not visited.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import re
 from typing import Callable, Iterable
@@ -23,6 +24,30 @@ _SKIP = {"lpar", "rpar", "leading_lines", "lines_after_decorators", "comma", "se
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 Handler = Callable[[cst.CSTNode], None]
+
+
+@functools.cache
+def method_names(cls: type) -> tuple[str, ...]:
+    """The `visit_*`/`leave_*` methods a visitor class defines (no-op stubs excluded).
+
+    LibCST's `get_visitors` finds them with `inspect.getmembers` on every
+    instance (milliseconds each, for every rule and every file) and drops
+    methods defined as aliases; this looks them up once per class, by name.
+    """
+    names = []
+    for name in dir(cls):
+        if name.startswith(("visit_", "leave_")):
+            method = getattr(cls, name)
+            if callable(method) and not getattr(method, "_is_no_op", False):
+                names.append(name)
+    return tuple(names)
+
+
+class Visitor(cst.BatchableCSTVisitor):
+    """A batchable visitor whose `get_visitors` is cheap (see `method_names`)."""
+
+    def get_visitors(self) -> dict[str, Handler]:
+        return {name: getattr(self, name) for name in method_names(type(self))}
 
 
 _VISITED = re.compile(r'visit_\w+\(\s*self,\s*"(\w+)"')

@@ -1,12 +1,218 @@
-"""Unit tests of the rule-agnostic CST edits in `ptlint.fixers`."""
+"""Unit tests of the rule-agnostic CST edits in `fixers/`."""
 from __future__ import annotations
+
+import textwrap
 
 import libcst as cst
 import pytest
+from libcst.metadata import MetadataWrapper, WhitespaceInclusivePositionProvider
 
+from ptlint.engine import _edit_content, apply_edits
+from ptlint.fixers.statements import (
+    hoist_out_of_with,
+    insert_before,
+    move_after,
+    simple_statement,
+    split_leading_lines,
+)
+from ptlint.model import Edit, Position
 from ptlint.fixers.arguments import positionals_as_keywords, prepend_argument
 from ptlint.fixers.calls import called
-from ptlint.fixers.statements import insert_before, statement, without_statement
+from ptlint.fixers.statements import statement, without_statement
+
+
+def _code(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def _replace(module: cst.Module, old: cst.CSTNode, new: cst.CSTNode) -> str:
+    """Apply one edit the way the engine does: old's inclusive span, new printed in place."""
+    span = MetadataWrapper(module, unsafe_skip_copy=True).resolve(
+        WhitespaceInclusivePositionProvider)[old]
+    edit = Edit(Position(span.start.line, span.start.column),
+                Position(span.end.line, span.end.column), _edit_content(module, old, new, span))
+    return apply_edits(module.code, [edit])
+
+
+def _blocks(node: cst.CSTNode, path=()):
+    """Every IndentedBlock under `node` with its root-to-block path."""
+    path = (*path, node)
+    if isinstance(node, cst.IndentedBlock):
+        yield node, path
+    for child in node.children:
+        yield from _blocks(child, path)
+
+
+NESTED = _code("""
+    import torch
+
+
+    def train(model, loader, optimizer):
+        for epoch in range(3):  # epochs
+            for x, y in loader:
+                loss = model(x)
+
+                # backward pass
+                loss.backward()
+                optimizer.step()
+                # trailing comment
+        return model
+""")
+
+
+def test_simple_statement():
+    assert cst.Module(body=[simple_statement("opt.zero_grad()")]).code == "opt.zero_grad()\n"
+    with pytest.raises(ValueError):
+        simple_statement("if x:\n    pass\n")
+
+
+def test_split_leading_lines():
+    line = cst.parse_statement("\n# detached\n\n# one\n# two\nx = 1\n")
+    rest, own = split_leading_lines(line.leading_lines)
+    assert [e.comment.value for e in own] == ["# one", "# two"]
+    assert [e.comment and e.comment.value for e in rest] == [None, "# detached", None]
+
+
+@pytest.mark.parametrize("source", [
+    NESTED,
+    "if a:\n\tif b:\n\t\tx = 1\n\t\t# c\n\ty = 2\n",
+    "class A:\n  def f(self):\n      with x:  # h\n          pass\n\n  # between\n  def g(self): return 1\n",
+])
+def test_every_block_replaced_by_itself_is_printed_in_place(source):
+    module = cst.parse_module(source)
+    for block, path in _blocks(module):
+        assert _replace(module, block, block) == source
+
+
+def _inner_block(module: cst.Module):
+    function = module.body[1]
+    outer = function.body.body[0]
+    inner = outer.body.body[0]
+    return inner.body, [module, function, function.body, outer, outer.body, inner, inner.body]
+
+
+def test_insert_before_keeps_comments_with_their_statement():
+    module = cst.parse_module(NESTED)
+    block, path = _inner_block(module)
+    backward = block.body[1]
+    new = insert_before(block, backward, simple_statement("optimizer.zero_grad()"))
+    assert _replace(module, block, new) == NESTED.replace(
+        "\n\n            # backward pass\n",
+        "\n\n            optimizer.zero_grad()\n            # backward pass\n")
+
+
+def test_insert_before_first_statement():
+    module = cst.parse_module("x = 1\ny = 2\n")
+    new = insert_before(module, module.body[0], simple_statement("z = 0"))
+    assert new.code == "z = 0\nx = 1\ny = 2\n"
+
+
+def test_insert_before_rejects_a_stranger():
+    module = cst.parse_module("x = 1\n")
+    with pytest.raises(ValueError):
+        insert_before(module, simple_statement("y = 2"), simple_statement("z = 0"))
+
+
+def test_move_after_moves_comments_not_blank_lines():
+    source = _code("""
+        a()
+
+        # clear
+        opt.zero_grad()  # inline
+        scaler.step(opt)
+        scaler.update()
+        rest()
+    """)
+    module = cst.parse_module(source)
+    zero, update = module.body[1], module.body[3]
+    assert move_after(module, zero, update).code == _code("""
+        a()
+
+        scaler.step(opt)
+        scaler.update()
+        # clear
+        opt.zero_grad()  # inline
+        rest()
+    """)
+
+
+def test_move_after_backwards_and_to_the_end():
+    module = cst.parse_module("a()\nb()\nc()\n")
+    assert move_after(module, module.body[2], module.body[0]).code == "a()\nc()\nb()\n"
+    assert move_after(module, module.body[0], module.body[2]).code == "b()\nc()\na()\n"
+
+
+def test_move_after_last_statement_keeps_blank_lines_in_footer():
+    module = cst.parse_module("def f():\n    a()\n\n    b()\n")
+    block = module.body[0].body
+    new = move_after(block, block.body[1], block.body[0])
+    assert module.with_deep_changes(block, body=new.body, footer=new.footer).code == \
+        "def f():\n    a()\n    b()\n\n"
+
+
+WITH = _code("""
+    def step(model, x, scaler, opt):
+        # forward
+        with torch.autocast("cpu"):  # amp
+            loss = model(x)
+            # backward
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            # end of block
+        return loss
+""")
+
+
+def test_hoist_out_of_with_keeps_the_rest_inside():
+    module = cst.parse_module(WITH)
+    block = module.body[0].body
+    with_node = block.body[0]
+    first = with_node.body.body[1]
+    new = hoist_out_of_with(block, with_node, first)
+    path = [module, module.body[0], block]
+    assert _replace(module, block, new) == _code("""
+        def step(model, x, scaler, opt):
+            # forward
+            with torch.autocast("cpu"):  # amp
+                loss = model(x)
+                # end of block
+            # backward
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            return loss
+    """)
+
+
+def test_hoist_out_of_with_drops_an_emptied_with_but_not_its_comments():
+    module = cst.parse_module(WITH)
+    block = module.body[0].body
+    with_node = block.body[0]
+    new = hoist_out_of_with(block, with_node, with_node.body.body[0])
+    path = [module, module.body[0], block]
+    assert _replace(module, block, new) == _code("""
+        def step(model, x, scaler, opt):
+            # forward
+            # amp
+            loss = model(x)
+            # backward
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            # end of block
+            return loss
+    """)
+
+
+def test_hoist_out_of_with_at_module_level_and_last():
+    module = cst.parse_module("with a:\n    b()\n    # tail\n")
+    new = hoist_out_of_with(module, module.body[0], module.body[0].body.body[0])
+    assert new.code == "b()\n# tail\n"
+
+
+def test_hoist_out_of_with_rejects_one_line_body():
+    module = cst.parse_module("with a: b()\n")
+    with pytest.raises(ValueError):
+        hoist_out_of_with(module, module.body[0], module.body[0])
+
 
 
 def _call(code: str) -> cst.Call:
@@ -15,7 +221,7 @@ def _call(code: str) -> cst.Call:
     return node
 
 
-def _code(node: cst.CSTNode) -> str:
+def _printed(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
@@ -27,7 +233,7 @@ def _code(node: cst.CSTNode) -> str:
     ("f(\n    a,\n)", 'f(\n    "cuda",\n    a,\n)'),
 ])
 def test_prepend_argument(before, after):
-    assert _code(prepend_argument(_call(before), '"cuda"')) == after
+    assert _printed(prepend_argument(_call(before), '"cuda"')) == after
 
 
 @pytest.mark.parametrize("before, after", [
@@ -38,7 +244,7 @@ def test_prepend_argument(before, after):
     ("f(k=1)", "f(k=1)"),
 ])
 def test_positionals_as_keywords(before, after):
-    assert _code(positionals_as_keywords(_call(before), ("x", "y"))) == after
+    assert _printed(positionals_as_keywords(_call(before), ("x", "y"))) == after
 
 
 @pytest.mark.parametrize("code", ["f(a, b, c)", "f(*args)", "f(a, *args)"])
@@ -52,7 +258,7 @@ def test_positionals_as_keywords_refuses(code):
     ("(torch.no_grad)", "(torch.no_grad())"),
 ])
 def test_called(before, after):
-    assert _code(called(cst.parse_expression(before))) == after
+    assert _printed(called(cst.parse_expression(before))) == after
 
 
 def _block(code: str) -> cst.IndentedBlock:
@@ -62,13 +268,13 @@ def _block(code: str) -> cst.IndentedBlock:
     return block
 
 
-def test_insert_before_keeps_comments_above_the_group():
+def test_insert_before_leaves_the_comment_on_its_statement():
     module = cst.parse_module("for b in data:\n    step(b)\n\n    # clip\n    clip(p)\n")
     loop = module.body[0]
     block = loop.body
     new = insert_before(block, block.body[1], statement("unscale(opt)"))
     out = module.with_deep_changes(loop, body=new).code
-    assert out == "for b in data:\n    step(b)\n\n    # clip\n    unscale(opt)\n    clip(p)\n"
+    assert out == "for b in data:\n    step(b)\n\n    unscale(opt)\n    # clip\n    clip(p)\n"
 
 
 def test_insert_before_in_a_module():

@@ -10,12 +10,15 @@ from ptlint.textio import line_starts, line_text
 
 
 def render(findings: list[Finding], sources: Mapping[str, str]) -> str:
+    from ptlint.output import source_key
+
     out = []
     seen: dict[str, int] = {}
     starts: dict[str, list[int]] = {}
     for f in findings:
-        text = sources.get(f.path, "")
-        line = line_text(text, starts.setdefault(f.path, line_starts(text)), f.span.start.line)
+        key = source_key(f.path, f.cell)
+        text = sources.get(key, "")
+        line = line_text(text, starts.setdefault(key, line_starts(text)), f.span.start.line)
         base = hashlib.sha256(f"{f.path}\0{f.code}\0{f.cell}\0{line.strip()}".encode()).hexdigest()
         n = seen.get(base, 0)
         seen[base] = n + 1
