@@ -5,7 +5,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import libcst as cst
-import libcst.matchers as m
 
 from ptlint.fixers.arguments import keyword, positional
 from ptlint.model import Safety
@@ -30,6 +29,17 @@ _CONSEQUENCE = {
     "log_softmax": "it applies `log_softmax` itself, so this one is redundant "
                    "(pass the logits, or use `nll_loss`)",
 }
+
+
+def _target_names(target: cst.BaseExpression):
+    """The names an assignment target binds (`a, (b, *c) = ...`)."""
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _target_names(target.value)
 
 
 def _tensor_method_args(call: cst.Call) -> bool:
@@ -171,8 +181,8 @@ class DoubleSoftmax(Rule):
         for target in node.targets:
             name = dotted(target.target)
             if name is None:
-                for inner in m.findall(target.target, m.Name()):
-                    self._forget(inner.value)
+                for inner in _target_names(target.target):
+                    self._forget(inner)
                 continue
             self._forget(name)
             if layer:
@@ -199,11 +209,18 @@ class DoubleSoftmax(Rule):
             self._forget(name)
 
     def visit_For(self, node: cst.For) -> None:
-        for inner in m.findall(node.target, m.Name()):
-            self._forget(inner.value)
+        for inner in _target_names(node.target):
+            self._forget(inner)
 
     # -- criteria ------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
+        arg = positional(node, 0) or keyword(node, "input")
+        if arg is None:
+            return
+        value = arg.value
+        if not isinstance(value, cst.Call) and not (
+                isinstance(value, cst.Name) and value.value in self.frames[-1].produced):
+            return  # cheap: the input is neither a call nor a softmax result
         func = node.func
         criterion = None
         if isinstance(func, cst.Call):
@@ -218,10 +235,6 @@ class DoubleSoftmax(Rule):
                 criterion = "?" + dotted(func)
         if criterion is None:
             return
-        arg = positional(node, 0) or keyword(node, "input")
-        if arg is None:
-            return
-        value = arg.value
         produced = self._producer(value)
         if produced is not None:
             kind, logits = produced

@@ -85,6 +85,7 @@ class FunctionalDropoutIgnoresTraining(Rule):
         # known, or the name of `self` for a forward-like method (None otherwise)
         self.stack: list[tuple[str, str | None]] = []
         self.guards = 0  # enclosing `if`s that test `.training`
+        self.guarding: set[int] = set()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         # a class with no base (or only `object`) is not a module
@@ -109,28 +110,38 @@ class FunctionalDropoutIgnoresTraining(Rule):
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.stack.pop()
 
-    def visit_If(self, node: cst.If) -> None:
-        if m.findall(node.test, _MENTIONS_TRAINING):
+    def _guard(self, node: cst.If | cst.IfExp) -> None:
+        # only inside a forward-like method, where it matters: matching is not free
+        if self.stack and self.stack[-1][1] is not None and m.findall(node.test, _MENTIONS_TRAINING):
+            self.guarding.add(id(node))
             self.guards += 1
+
+    def _unguard(self, node: cst.If | cst.IfExp) -> None:
+        if id(node) in self.guarding:
+            self.guarding.discard(id(node))
+            self.guards -= 1
+
+    def visit_If(self, node: cst.If) -> None:
+        self._guard(node)
 
     def leave_If(self, node: cst.If) -> None:
-        if m.findall(node.test, _MENTIONS_TRAINING):
-            self.guards -= 1
+        self._unguard(node)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        if m.findall(node.test, _MENTIONS_TRAINING):
-            self.guards += 1
+        self._guard(node)
 
     def leave_IfExp(self, node: cst.IfExp) -> None:
-        if m.findall(node.test, _MENTIONS_TRAINING):
-            self.guards -= 1
+        self._unguard(node)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.stack or self.stack[-1][0] != "function" or self.guards:
             return
         owner = self.stack[-1][1]
-        if owner is None or isinstance(node.func, (cst.Call, cst.Subscript)):
+        func = node.func
+        if owner is None or not isinstance(func, (cst.Name, cst.Attribute)):
             return
+        if isinstance(func, cst.Attribute) and "dropout" not in func.attr.value:
+            return  # cheap test before resolving the name
         qualified = self.qualified_name(node.func)
         if qualified not in _DROPOUTS:
             return

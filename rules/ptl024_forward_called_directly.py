@@ -5,7 +5,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import libcst as cst
-import libcst.matchers as m
 
 from ptlint.model import Safety
 from ptlint.names import dotted
@@ -127,7 +126,8 @@ class ForwardCalledDirectly(Rule):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if any(self._is_module_base(arg.value) for arg in node.bases):
             self.module_classes.add(node.name.value)
-        if m.findall(node.body, m.FunctionDef(name=m.Name("__call__"))):
+        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+        if any(isinstance(s, cst.FunctionDef) and s.name.value == "__call__" for s in body):
             self.callable_classes.add(node.name.value)
         self.contexts.append(("class", _Class(node.name.value)))
         self.scopes[-1].others.add(node.name.value)
@@ -192,13 +192,11 @@ class ForwardCalledDirectly(Rule):
         self._assign(node.target, None)
 
     def visit_For(self, node: cst.For) -> None:
-        for name in m.findall(node.target, m.Name()):
-            self._assign(name, None)
+        self._assign(node.target, None)
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:
-            for name in m.findall(node.asname.name, m.Name()):
-                self._assign(name, None)
+            self._assign(node.asname.name, None)
 
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
         is_module = value is not None and self._is_module(value)
@@ -220,6 +218,8 @@ class ForwardCalledDirectly(Rule):
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 self._assign(element.value, None)
+        elif isinstance(target, cst.StarredElement):
+            self._assign(target.value, None)
 
     # -- calls -------------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:

@@ -107,6 +107,10 @@ class ConvBiasBeforeBatchnorm(Rule):
     def _kind(self, node: cst.BaseExpression) -> str | None:
         if not isinstance(node, cst.Call) or not isinstance(node.func, (cst.Name, cst.Attribute)):
             return None
+        func = node.func
+        if isinstance(func, cst.Attribute) and "Conv" not in func.attr.value \
+                and "Norm" not in func.attr.value:
+            return None  # cheap test before resolving the name
         qualified = self.qualified_name(node.func)
         if qualified in _CONVS:
             return "conv"
@@ -138,7 +142,8 @@ class ConvBiasBeforeBatchnorm(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, (cst.Name, cst.Attribute)):
+        if isinstance(func, cst.Name) or isinstance(func, cst.Attribute) and func.attr.value in (
+                "Sequential", "ModuleList", "ModuleDict", "ParameterList"):
             qualified = self.qualified_name(func)
             if qualified in ("torch.nn.Sequential", "torch.nn.modules.container.Sequential"):
                 self._adjacent([a.value for a in node.args if a.keyword is None and not a.star])
@@ -271,11 +276,27 @@ def _norm_of(stmt: cst.BaseStatement, var: str, owner: str) -> str | None:
         value = small.value
     else:
         return None
-    uses = m.findall(value, m.Name(var))
-    if len(uses) != 1:
+    names: list[cst.Name] = []
+    calls: list[cst.Call] = []
+    stack: list[cst.CSTNode] = [value]
+    while stack:  # a hand-rolled walk: matchers are slow on every statement pair
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            if node.value == var:
+                names.append(node)
+            continue
+        if isinstance(node, cst.Call):
+            calls.append(node)
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)  # `.attr` names are not uses of `var`
+            continue
+        stack.extend(node.children)
+    if len(names) != 1:
         return None
-    for call in m.findall(value, m.Call(args=[m.Arg(value=m.Name(var), keyword=None)])):
-        attr = _self_attr(call.func, owner)
-        if attr is not None:
-            return attr
+    for call in calls:
+        if (len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star
+                and call.args[0].value is names[0]):
+            attr = _self_attr(call.func, owner)
+            if attr is not None:
+                return attr
     return None
