@@ -1,0 +1,38 @@
+"""Unit tests of the rule-agnostic CST edits in `fixers/`."""
+from __future__ import annotations
+
+import libcst as cst
+
+from ptlint.fixers.arguments import argument, renamed_keywords
+
+
+def _call(text: str) -> cst.Call:
+    node = cst.parse_expression(text)
+    assert isinstance(node, cst.Call)
+    return node
+
+
+def _code(node: cst.CSTNode | None) -> str | None:
+    return None if node is None else cst.Module([]).code_for_node(node)
+
+
+def test_argument_by_keyword_or_position():
+    call = _call("f(a, b, c=3)")
+    assert _code(argument(call, "x", 0).value) == "a"
+    assert _code(argument(call, "y", 1).value) == "b"
+    assert _code(argument(call, "c", 2).value) == "3"
+    assert argument(call, "z", 5) is None
+    assert argument(call, "y") is None  # no index: keyword only
+
+
+def test_argument_after_star_args_is_unknown():
+    call = _call("f(a, *rest, b)")
+    assert _code(argument(call, "x", 0).value) == "a"
+    assert argument(call, "y", 1) is None
+    assert argument(_call("f(**kw)"), "x", 0) is None
+
+
+def test_renamed_keywords():
+    call = _call("f(a, input=x, some=False)")
+    assert _code(renamed_keywords(call, {"input": "A"})) == "f(a, A=x, some=False)"
+    assert _code(renamed_keywords(call, {"missing": "m"})) == "f(a, input=x, some=False)"
