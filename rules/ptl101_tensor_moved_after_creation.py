@@ -8,6 +8,7 @@ import libcst as cst
 from ptlint.fixers.arguments import argument, has_star_args, keyword, with_keyword
 from ptlint.model import Safety
 from ptlint.rule import Rule
+from ptlint.rules._layout import TracksIndent
 
 _FACTORIES = frozenset({
     "tensor", "as_tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint",
@@ -34,7 +35,7 @@ def _string_value(node: cst.BaseExpression) -> str | None:
     return None
 
 
-class TensorMovedAfterCreation(Rule):
+class TensorMovedAfterCreation(TracksIndent, Rule):
     """
     ## What it does
     Flags a tensor factory (`torch.zeros`, `torch.tensor`, `torch.rand`,
@@ -150,7 +151,7 @@ class TensorMovedAfterCreation(Rule):
         if grad is not None and not (isinstance(grad.value, cst.Name) and grad.value.value == "False"):
             safety = Safety.UNSAFE
         new = new.with_changes(lpar=node.lpar, rpar=node.rpar)
-        self.report(node, replacement=new, safety=safety)
+        self.report(node, replacement=self.laid_out(new), safety=safety)
 
     def _move(self, node: cst.Call, cuda: bool):
         """(device expression, dtype expression or None, fixable) for a device

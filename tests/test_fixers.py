@@ -36,3 +36,14 @@ def test_renamed_keywords():
     call = _call("f(a, input=x, some=False)")
     assert _code(renamed_keywords(call, {"input": "A"})) == "f(a, A=x, some=False)"
     assert _code(renamed_keywords(call, {"missing": "m"})) == "f(a, input=x, some=False)"
+
+
+def test_with_block_indent_keeps_continuation_lines():
+    from ptlint.fixers.layout import with_block_indent
+
+    module = cst.parse_module("def f():\n    if x:\n        y = g(\n            a,  # c\n\n            b)\n")
+    call = module.body[0].body.body[0].body.body[0].body[0].value
+    assert module.code_for_node(call) == "g(\n    a,  # c\n\n    b)"  # what LibCST does alone
+    fixed = with_block_indent(call, "        ")
+    assert module.code_for_node(fixed) == "g(\n            a,  # c\n\n            b)"
+    assert with_block_indent(call, "") is call
