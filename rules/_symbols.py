@@ -55,7 +55,7 @@ class Symbol:
 _FALLBACK_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError"})
 
 
-def _catches(handler: cst.ExceptHandler, names: frozenset[str]) -> bool:
+def catches(handler: cst.ExceptHandler, names: frozenset[str]) -> bool:
     """Whether `except ...:` names one of `names` (alone or in a tuple)."""
     kind = handler.type
     if kind is None:
@@ -137,11 +137,11 @@ class SymbolRule(TracksIndent, Rule):
 
     # -- detection -------------------------------------------------------------------
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        if _catches(node, _FALLBACK_ERRORS):
+        if catches(node, _FALLBACK_ERRORS):
             self.fallbacks += 1
 
     def leave_ExceptHandler(self, original_node: cst.ExceptHandler) -> None:
-        if _catches(original_node, _FALLBACK_ERRORS):
+        if catches(original_node, _FALLBACK_ERRORS):
             self.fallbacks -= 1
 
     def _symbol(self, node: cst.BaseExpression) -> Symbol | None:
