@@ -250,11 +250,12 @@ class SymbolRule(TracksIndent, Rule):
         modules = {s.replacement.rsplit(".", 1)[0] for _, s in found}
         if len(found) == len(node.names) and len(modules) == 1:
             new = node.with_changes(module=cst.parse_expression(modules.pop()))
-            return [(node, new)], ()
+            return [(node, self.laid_out(new))], ()
         if any(alias.asname is not None for alias, _ in found):
             return None
         kept = [a for a in node.names if all(a is not alias for alias, _ in found)]
-        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        if kept[-1] is not node.names[-1]:  # the new last name takes the old last one's comma
+            kept[-1] = kept[-1].with_changes(comma=node.names[-1].comma)
         imports = tuple(f"from {s.replacement.rsplit('.', 1)[0]} import "
                         f"{s.replacement.rsplit('.', 1)[1]}" for _, s in found)
-        return [(node, node.with_changes(names=kept))], imports
+        return [(node, self.laid_out(node.with_changes(names=kept)))], imports
