@@ -47,3 +47,17 @@ def test_with_block_indent_keeps_continuation_lines():
     fixed = with_block_indent(call, "        ")
     assert module.code_for_node(fixed) == "g(\n            a,  # c\n\n            b)"
     assert with_block_indent(call, "") is call
+
+
+def test_expression_helpers():
+    from ptlint.fixers.expressions import bare, is_one, negated, parenthesized
+
+    expr = cst.parse_expression
+    assert is_one(expr("1")) and is_one(expr("1.")) and is_one(expr("1.0"))
+    assert not is_one(expr("10")) and not is_one(expr("x")) and not is_one(expr("1e-8"))
+    assert _code(parenthesized(expr("a + b"))) == "(a + b)"
+    assert _code(parenthesized(expr("a.b(c)"))) == "a.b(c)"
+    assert _code(bare(expr("(a + b)"))) == "a + b"
+    assert _code(negated(expr("x"))) == "-x"
+    assert _code(negated(expr("a * b"))) == "-(a * b)"
+    assert _code(negated(expr("-x"))) == "x"
