@@ -120,3 +120,30 @@ def positionals_as_keywords(call: cst.Call, names: list[str] | tuple[str, ...]) 
             equal=cst.AssignEqual(whitespace_before=_NONE, whitespace_after=_NONE),
         )
     return call.with_changes(args=args)
+
+
+def argument(call: cst.Call, name: str, index: int | None = None) -> cst.Arg | None:
+    """The argument bound to parameter `name`: the `name=` keyword, else the
+    `index`-th plain positional argument (when `index` is given), else None.
+    Positions after a `*args` are unknown, so they give None."""
+    found = keyword(call, name)
+    if found is not None or index is None:
+        return found
+    for i, arg in enumerate(call.args):
+        if arg.keyword is not None or arg.star == "**":
+            break
+        if arg.star:
+            return None
+        if i == index:
+            return arg
+    return None
+
+
+def renamed_keywords(call: cst.Call, names: dict[str, str]) -> cst.Call:
+    """`call` with keyword arguments renamed (`{"input": "A"}`)."""
+    args = [
+        a.with_changes(keyword=cst.Name(names[a.keyword.value]))
+        if a.keyword is not None and a.keyword.value in names else a
+        for a in call.args
+    ]
+    return call.with_changes(args=args)

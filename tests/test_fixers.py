@@ -16,7 +16,14 @@ from ptlint.fixers.statements import (
     split_leading_lines,
 )
 from ptlint.model import Edit, Position
-from ptlint.fixers.arguments import positionals_as_keywords, prepend_argument, with_keyword, without_keywords
+from ptlint.fixers.arguments import (
+    argument,
+    positionals_as_keywords,
+    prepend_argument,
+    renamed_keywords,
+    with_keyword,
+    without_keywords,
+)
 from ptlint.fixers.calls import called
 from ptlint.fixers.statements import statement, without_statement
 
@@ -339,3 +346,39 @@ def test_with_keyword_keeps_the_closing_parenthesis_on_its_line():
     assert _printed(with_keyword(_call(code), "c", "True")) == "f(\n    a, b=1, c=True\n)"
     assert _printed(with_keyword(_call("f(a)"), "c", "True")) == "f(a, c=True)"
     assert _printed(with_keyword(_call("f(\n    a,\n)"), "c", "True")) == "f(\n    a, c=True,\n)"
+
+
+def test_argument_by_keyword_or_position():
+    call = _call("f(a, b, c=3)")
+    assert _printed(argument(call, "x", 0).value) == "a"
+    assert _printed(argument(call, "y", 1).value) == "b"
+    assert _printed(argument(call, "c", 2).value) == "3"
+    assert argument(call, "z", 5) is None
+    assert argument(call, "y") is None  # no index: keyword only
+
+
+def test_argument_after_star_args_is_unknown():
+    call = _call("f(a, *rest, b)")
+    assert _printed(argument(call, "x", 0).value) == "a"
+    assert argument(call, "y", 1) is None
+    assert argument(_call("f(**kw)"), "x", 0) is None
+
+
+def test_renamed_keywords():
+    call = _call("f(a, input=x, some=False)")
+    assert _printed(renamed_keywords(call, {"input": "A"})) == "f(a, A=x, some=False)"
+    assert _printed(renamed_keywords(call, {"missing": "m"})) == "f(a, input=x, some=False)"
+
+
+def test_expression_helpers():
+    from ptlint.fixers.expressions import bare, is_one, negated, parenthesized
+
+    expr = cst.parse_expression
+    assert is_one(expr("1")) and is_one(expr("1.")) and is_one(expr("1.0"))
+    assert not is_one(expr("10")) and not is_one(expr("x")) and not is_one(expr("1e-8"))
+    assert _printed(parenthesized(expr("a + b"))) == "(a + b)"
+    assert _printed(parenthesized(expr("a.b(c)"))) == "a.b(c)"
+    assert _printed(bare(expr("(a + b)"))) == "a + b"
+    assert _printed(negated(expr("x"))) == "-x"
+    assert _printed(negated(expr("a * b"))) == "-(a * b)"
+    assert _printed(negated(expr("-x"))) == "x"
