@@ -47,10 +47,11 @@ def _printed_keys(call: cst.Call) -> set[str]:
 class HostSyncInTrainingLoop(LoopAwareRule):
     """
     ## What it does
-    Flags `.item()`, `.cpu()`, `.numpy()`, `.tolist()`, `float(...)` and
-    `print(...)` applied, on every step, to the loss or to values computed
-    from the model's outputs inside a training loop (a loop that calls
-    `.backward()` and an optimizer step).
+    Flags `.item()`, `.cpu()`, `.numpy()` and `.tolist()` applied, on every
+    step, to the loss or to values computed from the model's outputs inside a
+    training loop (a loop that calls `.backward()` and an optimizer step), and
+    `print(loss)`, `float(loss)`, `int(loss)`, `bool(loss)` of the loss
+    itself (the tensor `.backward()` is called on).
 
     Only the hot loop counts: the loop that itself calls `.backward()` or the
     optimizer step. Calls under a schedule-like `if` in that loop
