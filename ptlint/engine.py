@@ -172,11 +172,17 @@ def nesting(text: str) -> tuple[int, int, int]:
 def _too_deep(text: str, path: str) -> Finding | str | None:
     """PTL000 if CPython itself rejects a deeply nested file, an error line if only
     LibCST could not take it, None if the file is safe to parse."""
+    if "\0" in text:  # LibCST accepts a null byte in a comment or string; Python never does
+        verdict = _python_verdict(text)
+        if verdict is not None:
+            return _syntax_finding(path, *verdict)
     depth, line, brackets = nesting(text)
     if depth <= DEPTH_LIMIT and brackets <= BRACKET_LIMIT:
         return None
     verdict = _python_verdict(text, full=True)
     if verdict is not None:
+        if verdict[:2] == (1, 0) and line != 1:  # CPython gave up without a position
+            verdict = (line, 0, verdict[2])
         return _syntax_finding(path, *verdict)
     if depth <= DEPTH_LIMIT:
         return None

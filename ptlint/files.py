@@ -102,11 +102,11 @@ def discover(paths: list[str], settings: Settings) -> Discovery:
                 if not any(fnmatch(name, p) for p in patterns):
                     continue
                 full = here / name
+                if not full.is_file():  # a dangling symlink, a symlink loop, a FIFO...
+                    continue  # (first: resolving a symlink loop raises RuntimeError)
                 if settings.excluded(full) or (
                     settings.respect_gitignore and ignores.ignored(full, False)
                 ):
-                    continue
-                if not full.is_file():  # a dangling symlink
                     continue
                 add(Path(folder) / name)
     return found

@@ -225,6 +225,8 @@ def _init_worker() -> None:
     a worker at once, or right after the file it is writing (see write_atomic)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):  # held by the parent while it forked us
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
@@ -245,7 +247,9 @@ def _isolated(path: Path, context) -> Outcome:
     """One file in a process of its own: after a worker died, find the file that kills it."""
     pool = _pool(1, context)
     try:
-        outcome = pool.submit(_work, path).result()
+        with signals_deferred():  # see run()
+            future = pool.submit(_work, path)
+        outcome = future.result()
     except BrokenProcessPool:
         outcome = Outcome(str(path), errors=[
             f"{path}: ptlint's worker process died on this file (a crash in the parser, or "
@@ -275,7 +279,11 @@ def run(files: list[Path], job: Job, jobs: int | None = None) -> list[Outcome]:
     done: list[list[Outcome] | None] = [None] * len(batches)
     pool = _pool(min(jobs, len(files)), context)
     try:
-        futures = {pool.submit(_work_batch, batch): i for i, batch in enumerate(batches)}
+        # The first submit forks the workers: a signal landing inside fork() is
+        # swallowed by at-fork hooks ("Exception ignored ... KeyboardInterrupt"),
+        # so it is held until the workers exist (they unblock it themselves).
+        with signals_deferred():
+            futures = {pool.submit(_work_batch, batch): i for i, batch in enumerate(batches)}
         for future in as_completed(futures):
             try:
                 done[futures[future]] = future.result()

@@ -1,0 +1,23 @@
+"""Loaded at interpreter start-up when tests/robust_plugin is on PYTHONPATH
+(tests/test_robustness.py does that for its subprocesses): makes the
+misbehaving test rules in rules/ visible to ptlint's registry, and can make a
+file vanish between discovery and reading. Never shipped."""
+import os
+
+if os.environ.get("PTLINT_TEST_RULES"):
+    import ptlint.rules
+
+    ptlint.rules.__path__.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules"))
+
+if os.environ.get("PTLINT_TEST_VANISH"):
+    import ptlint.files
+
+    _discover = ptlint.files.discover
+
+    def discover(paths, settings):
+        found = _discover(paths, settings)
+        for name in os.environ["PTLINT_TEST_VANISH"].split(os.pathsep):
+            os.unlink(name)  # found, then gone before it is read
+        return found
+
+    ptlint.files.discover = discover
