@@ -14,9 +14,6 @@ def replace_attribute(node: cst.Attribute, name: str) -> cst.Attribute:
     return node.with_changes(attr=cst.Name(name))
 
 
-def method_call(receiver: cst.BaseExpression, method: str, *args: cst.Arg) -> cst.Call:
-    """`receiver.method(*args)`."""
-    return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)), args=args)
 
 
 def called(node: cst.BaseExpression) -> cst.Call:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.fixers.arguments import keyword
-from ptlint.fixers.calls import method_call
+from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
 from ptlint.rule import Rule
 
@@ -219,7 +219,7 @@ class ParameterDataWrite(Rule):
     def _replacement(self, data: cst.Attribute) -> cst.BaseExpression:
         if self.no_grad[-1]:
             return data.value
-        return method_call(data.value, "detach")
+        return call_method(data.value, "detach")
 
     def visit_Call(self, node: cst.Call) -> None:
         receiver = _method_receiver(node)

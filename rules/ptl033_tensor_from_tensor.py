@@ -4,7 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.fixers.arguments import keyword
-from ptlint.fixers.calls import method_call
+from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
 from ptlint.rule import Rule
 
@@ -211,14 +211,14 @@ class TensorFromTensor(Rule):
             new = value
         elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
                 and value.func.attr.value == "detach":
-            new = method_call(value, "clone")  # `x.detach()` already
+            new = call_method(value, "clone")  # `x.detach()` already
         else:
-            new = method_call(method_call(value, "detach"), "clone")
+            new = call_method(call_method(value, "detach"), "clone")
         moves = [_kwarg(k, keywords[k]) for k in ("device", "dtype") if k in keywords]
         if moves:
-            new = method_call(new, "to", *[m.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            new = call_method(new, "to", *[m.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
                                            for m in moves[:-1]], moves[-1])
         flag = keywords.get("requires_grad")
         if flag is not None and not (isinstance(flag, cst.Name) and flag.value == "False"):
-            new = method_call(new, "requires_grad_", cst.Arg(flag))
+            new = call_method(new, "requires_grad_", cst.Arg(flag))
         self.report(node, replacement=new)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.fixers.expressions import bare, is_one, negated, parenthesized
+from ptlint.fixers.expressions import as_receiver, bare, is_one, negated
 from ptlint.model import Safety
 from ptlint.rule import Rule
 
@@ -98,6 +98,6 @@ class LogOfOnePlus(Rule):
             inner = _one_plus(func.value.with_changes(lpar=[], rpar=[]))
             if inner is None:
                 return
-            new = node.with_changes(func=func.with_changes(value=parenthesized(inner),
+            new = node.with_changes(func=func.with_changes(value=as_receiver(inner),
                                                            attr=cst.Name("log1p")))
             self.report(node, message=_message(func.value), replacement=new)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.fixers.arguments import argument
-from ptlint.fixers.expressions import parenthesized
+from ptlint.fixers.expressions import as_receiver
 from ptlint.model import Safety
 from ptlint.rule import Rule
 
@@ -97,7 +97,7 @@ class LogSumExp(Rule):
             new = cst.Call(func=func.with_changes(attr=cst.Name("logsumexp")),
                            args=[cst.Arg(value=x.with_changes(lpar=[], rpar=[]) if x.lpar else x), *args])
         elif func is None:
-            new = cst.Call(func=cst.Attribute(value=parenthesized(x), attr=cst.Name("logsumexp")),
+            new = cst.Call(func=cst.Attribute(value=as_receiver(x), attr=cst.Name("logsumexp")),
                            args=args)
         elif self.context.names.lookup("torch") == "torch":
             new = cst.Call(func=cst.parse_expression("torch.logsumexp"), args=[cst.Arg(value=x), *args])

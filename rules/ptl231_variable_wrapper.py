@@ -4,7 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.fixers.arguments import keyword, with_keyword
-from ptlint.fixers.calls import method_call
+from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
 from ptlint.rule import Rule
 
@@ -129,7 +129,7 @@ class VariableWrapper(Rule):
         else:
             args = () if isinstance(flag.value, cst.Name) and flag.value.value == "True" \
                 else (cst.Arg(flag.value),)
-            new = method_call(_parenthesized(data), "requires_grad_", *args)
+            new = call_method(_parenthesized(data), "requires_grad_", *args)
         if node.lpar:  # `(Variable(x))`: the parentheses belong to the call
             new = new.with_changes(lpar=node.lpar, rpar=node.rpar)
         self.report(node, replacement=new, safety=Safety.SAFE if fresh else Safety.UNSAFE)

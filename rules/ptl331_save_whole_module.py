@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.fixers.calls import method_call
+from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
 from ptlint.rule import Rule
 
@@ -206,4 +206,4 @@ class SaveWholeModule(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         for value, binding in self.saves:
             if binding.module:
-                self.report(value, replacement=method_call(value, "state_dict"))
+                self.report(value, replacement=call_method(value, "state_dict"))

@@ -1,6 +1,7 @@
 """Unit tests of the rule-agnostic CST edits in `fixers/`."""
 from __future__ import annotations
 
+import ast
 import textwrap
 
 import libcst as cst
@@ -25,6 +26,7 @@ from ptlint.fixers.arguments import (
     without_keywords,
 )
 from ptlint.fixers.calls import called
+from ptlint.fixers.expressions import as_receiver, call_method, parenthesized, wrapped_in_call
 from ptlint.fixers.statements import statement, without_statement
 
 
@@ -382,3 +384,55 @@ def test_expression_helpers():
     assert _printed(negated(expr("x"))) == "-x"
     assert _printed(negated(expr("a * b"))) == "-(a * b)"
     assert _printed(negated(expr("-x"))) == "x"
+
+
+def _parsed(text: str) -> cst.BaseExpression:
+    return cst.parse_expression(text)
+
+
+# -- fixers/expressions.py ----------------------------------------------------
+@pytest.mark.parametrize(("receiver", "expected"), [
+    ("loss", "loss.detach()"),
+    ("out.loss", "out.loss.detach()"),
+    ("criterion(a, b)", "criterion(a, b).detach()"),
+    ("losses[0]", "losses[0].detach()"),
+    ("(a + b)", "(a + b).detach()"),
+    ("loss * n", "(loss * n).detach()"),
+    ("-loss", "(-loss).detach()"),
+    ("1", "(1).detach()"),
+    ("a if c else b", "(a if c else b).detach()"),
+    ("await x", "(await x).detach()"),
+    ('"a" "b"', '("a" "b").detach()'),
+    ("[a, b]", "[a, b].detach()"),
+])
+def test_call_method_parenthesizes_where_needed(receiver, expected):
+    new = call_method(_parsed(receiver), "detach")
+    assert _printed(new) == expected
+    compile(_printed(new), "<test>", "eval", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+
+
+def test_call_method_passes_arguments():
+    new = call_method(_parsed("x"), "to", cst.Arg(_parsed('"cpu"')))
+    assert _printed(new) == 'x.to("cpu")'
+
+
+def test_unparenthesized_tuple_is_parenthesized():
+    tuple_ = cst.Tuple([cst.Element(_parsed("a")), cst.Element(_parsed("b"))], lpar=[], rpar=[])
+    assert _printed(as_receiver(tuple_)) == "(a, b)"
+
+
+def test_parenthesized_keeps_existing_parentheses():
+    node = _parsed("(a + b)")
+    assert parenthesized(node) is node
+    assert _printed(parenthesized(_parsed("a + b"))) == "(a + b)"
+
+
+@pytest.mark.parametrize(("expr", "expected"), [
+    ("model.state_dict()", "copy.deepcopy(model.state_dict())"),
+    ("(model.state_dict())", "copy.deepcopy(model.state_dict())"),
+    ("(a, b)", "copy.deepcopy((a, b))"),
+    ("x + y", "copy.deepcopy(x + y)"),
+])
+def test_wrapped_in_call(expr, expected):
+    new = wrapped_in_call(_parsed(expr), "copy.deepcopy")
+    assert _printed(new) == expected
