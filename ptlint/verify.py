@@ -382,10 +382,11 @@ def load_spec(root: Path | None, code: str) -> Spec:
 
 def rule_pairs(root: Path) -> dict[str, tuple[str, Path]]:
     """Code -> (name, folder) of every runnable bad/fixed pair: a fixture folder
-    whose bad.py and fixed.py both define main(); otherwise, until the rule's
-    fixture has one, a stand-in in runtime_checks/examples/<CODE>_<name>/."""
+    whose bad.py and fixed.py both define main(), unless the rule has a runtime
+    program in runtime_checks/programs/<CODE>_<name>/ (a pair sized to show the
+    consequence, e.g. memory that grows with the number of steps), which wins."""
     pairs: dict[str, tuple[str, Path]] = {}
-    for parent in (root / "runtime_checks" / "examples", root / "fixtures"):  # fixtures win
+    for parent in (root / "fixtures", root / "runtime_checks" / "programs"):  # programs win
         if not parent.is_dir():
             continue
         for folder in sorted(parent.iterdir()):

@@ -1,10 +1,10 @@
 """PTL001 loss-kept-with-graph: a kept loss keeps its graph, so memory grows per step.
 
-main(device, steps=N) runs N steps and returns {"losses": tensor of the N losses}.
-The worker calls it at each N of SWEEP and measures the memory still held when
-main() returns (its result alive): resident memory on CPU, allocator bytes on
-CUDA. The bad version must grow linearly with N, the fixed one stay flat, and
-the losses recorded must be equal.
+main(device, steps=N) runs N steps and returns {"losses": the N losses as floats}.
+The worker calls it at each N of SWEEP and measures the peak memory of the call:
+resident memory on CPU, allocator bytes on CUDA. The bad version keeps every
+step's graph until the loop ends, so its peak grows linearly with N; the fixed
+one keeps one step's at a time and stays flat; the losses must be equal.
 
 When the kept losses were already backpropagated, backward() has freed their
 saved activations and only the autograd graph itself is kept; the check then
@@ -12,7 +12,7 @@ falls back to counting the graph's nodes (and says so).
 """
 from ptlint.verify import allclose, fmt_bytes, growth_per_step, max_diff
 
-COMPARED = "memory kept after N steps (N = 8, 16, 32); recorded losses"
+COMPARED = "peak memory over N steps (N = 8, 16, 32); recorded losses"
 SWEEP = {"steps": (8, 16, 32)}
 MIN_GROWTH = 32 * 1024  # bytes per step the bad version must keep, at least
 FLAT = 0.1  # the fixed version may keep at most this fraction of the bad one's growth
@@ -20,7 +20,7 @@ FLAT = 0.1  # the fixed version may keep at most this fraction of the bad one's 
 
 def _linear(points) -> bool:
     """Equal growth per step between successive N (within a factor of 2)."""
-    rates = [(b.retained - a.retained) / (nb - na)
+    rates = [(b.peak - a.peak) / (nb - na)
              for (na, a), (nb, b) in zip(points, points[1:])]
     return all(r > 0 for r in rates) and max(rates) <= 2 * min(rates)
 
@@ -38,14 +38,15 @@ def compare(bad, fixed):
         return losses and kept and f.graph_nodes == 0, (
             f"kept after main(): bad {fmt_bytes(b.retained)} ({b.graph_nodes} graph nodes), "
             f"fixed {fmt_bytes(f.retained)} ({f.graph_nodes}); {loss_text}")
-    b_rate, f_rate = growth_per_step(bad_points), growth_per_step(fixed_points)
+    b_rate = growth_per_step(bad_points, "peak")
+    f_rate = growth_per_step(fixed_points, "peak")
     if b_rate is None or f_rate is None:
         return False, "memory could not be measured on this platform"
     steps = " -> ".join(str(n) for n, _ in bad_points)
-    kept = " -> ".join(fmt_bytes(p.retained) for _, p in bad_points)
+    kept = " -> ".join(fmt_bytes(p.peak) for _, p in bad_points)
     memory_ok = (b_rate >= MIN_GROWTH and _linear(bad_points)
                  and abs(f_rate) <= FLAT * b_rate)
-    text = (f"bad keeps {fmt_bytes(b_rate)}/step, linearly ({kept} at {steps} steps); "
+    text = (f"bad's peak grows {fmt_bytes(b_rate)}/step, linearly ({kept} at {steps} steps); "
             f"fixed {fmt_bytes(f_rate)}/step (flat); {loss_text}")
     if memory_ok:
         return losses, text

@@ -77,10 +77,8 @@ def test_ptl001_memory_grows_with_steps_only_in_bad(cpu_run):
     bad = [p for p in row["bad"]["memory"] if "steps" in p["params"]]
     fixed = [p for p in row["fixed"]["memory"] if "steps" in p["params"]]
     assert [p["params"]["steps"] for p in bad] == [8, 16, 32]
-    assert bad[-1]["retained"] - bad[0]["retained"] > 4 * (fixed[-1]["retained"]
-                                                          - fixed[0]["retained"])
-    assert bad[-1]["graph_nodes"] > bad[0]["graph_nodes"] > 0
-    assert all(p["graph_nodes"] == 0 for p in fixed)
+    assert bad[-1]["peak"] - bad[0]["peak"] > 4 * max(fixed[-1]["peak"] - fixed[0]["peak"], 0)
+    assert bad[-1]["peak"] - bad[0]["peak"] > 24 * 32 * 1024  # at least 32 KiB per extra step
     assert "linearly" in row["detail"]
 
 
@@ -255,8 +253,8 @@ def test_growth_per_step():
     assert verify.growth_per_step(points[:1]) is None
 
 
-def test_fixtures_win_over_stand_ins(tmp_path):
-    for parent in ("fixtures", "runtime_checks/examples"):
+def test_runtime_programs_win_over_fixtures(tmp_path):
+    for parent in ("fixtures", "runtime_checks/programs"):
         folder = tmp_path / parent / "PTL004_zero_grad_before_step"
         folder.mkdir(parents=True)
         for name in ("bad.py", "fixed.py"):
@@ -267,15 +265,22 @@ def test_fixtures_win_over_stand_ins(tmp_path):
     (not_runnable / "fixed.py").write_text("x = 1\n")
     pairs = verify.rule_pairs(tmp_path)
     assert pairs == {"PTL004": ("zero-grad-before-step",
-                                tmp_path / "fixtures" / "PTL004_zero_grad_before_step")}
+                                tmp_path / "runtime_checks" / "programs" / "PTL004_zero_grad_before_step")}
 
 
-@pytest.mark.parametrize("folder", sorted((HERE / "examples").glob("PTL*")), ids=lambda p: p.name)
-def test_stand_in_pairs_mark_their_rule(folder):
+@pytest.mark.parametrize("folder", sorted((HERE / "programs").glob("PTL*")), ids=lambda p: p.name)
+def test_runtime_programs_are_what_the_rule_flags_and_fixes(folder):
+    from ptlint.config import Settings, validate
+    from ptlint.engine import fix_text, lint_text
+
     code = folder.name.split("_")[0]
     bad = (folder / "bad.py").read_text()
     fixed = (folder / "fixed.py").read_text()
-    assert re.search(rf"# expect: {code}\b", bad) and bad != fixed
+    settings = Settings(select=[code])
+    validate(settings)
+    expected = {i for i, line in enumerate(bad.splitlines(), 1) if f"# expect: {code}" in line}
+    assert expected and {f.span.start.line for f in lint_text(bad, "bad.py", settings).findings} == expected
+    assert fix_text(bad, "bad.py", settings, unsafe=True).text == fixed
     assert verify.defines_main(folder / "bad.py") and verify.defines_main(folder / "fixed.py")
 
 

@@ -1,8 +1,7 @@
 """PTL002 stand-in: a "snapshot" that is only another name for live tensors."""
-import copy
-
 import torch
 import torch.nn as nn
+import copy
 
 
 def main(device="cpu", steps=5):
