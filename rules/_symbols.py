@@ -4,7 +4,10 @@ deprecated or private symbols): one table of `Symbol`s in, findings out.
 Not a rule module: the registry only collects classes that set `code`.
 A use is a call (`torch.qr(a)`), any other reference through an attribute
 chain (`collate_fn=torch.utils.data._utils.collate.default_collate`) or an
-import (`from torch import qr`, `import torch._six`). Calls through a bare
+import (`from torch import qr`, `import torch._six`). Uses inside
+`except ImportError/ModuleNotFoundError/AttributeError:` handlers and inside
+`if` statements that test a version or `hasattr` (compatibility branches for
+other torch versions) are deliberate and not reported. Calls through a bare
 name bound by a `from` import are reported on the import instead, unless only
 the call can be fixed.
 """
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import libcst as cst
+import libcst.matchers as m
 from packaging.version import Version
 
 from ptlint.model import Safety
@@ -63,6 +67,16 @@ def catches(handler: cst.ExceptHandler, names: frozenset[str]) -> bool:
     return any((dotted(item) or "").rsplit(".", 1)[-1] in names for item in items)
 
 
+def _version_test(test: cst.BaseExpression) -> bool:
+    """`if is_torch_version("<", "2.2"):`, `if torch.__version__ >= ...:`,
+    `if hasattr(torch, "func"):`: a branch for other torch versions."""
+    for found in m.findall(test, m.Name() | m.Attribute()):
+        text = found.value if isinstance(found, cst.Name) else found.attr.value
+        if "version" in text.lower() or text == "hasattr":
+            return True
+    return False
+
+
 def table(symbols: Iterable[Symbol]) -> dict[str, Symbol]:
     out: dict[str, Symbol] = {}
     for symbol in symbols:
@@ -85,7 +99,7 @@ class SymbolRule(Rule):
         self.active = {n: s for n, s in self.symbols.items() if s.status_at(version) in self.statuses}
         self.last_parts = {n.rsplit(".", 1)[-1] for n in self.active}
         self.handled: set[int] = set()  # attribute nodes already part of a finding
-        self.fallbacks = 0  # depth of `except ImportError:`-style handlers
+        self.fallbacks = 0  # depth of `except ImportError:` handlers and version checks
 
     # -- messages ------------------------------------------------------------
     def describe(self, symbol: Symbol) -> str:
@@ -141,6 +155,14 @@ class SymbolRule(Rule):
 
     def leave_ExceptHandler(self, original_node: cst.ExceptHandler) -> None:
         if catches(original_node, _FALLBACK_ERRORS):
+            self.fallbacks -= 1
+
+    def visit_If(self, node: cst.If) -> None:
+        if _version_test(node.test):
+            self.fallbacks += 1
+
+    def leave_If(self, original_node: cst.If) -> None:
+        if _version_test(original_node.test):
             self.fallbacks -= 1
 
     def _symbol(self, node: cst.BaseExpression) -> Symbol | None:

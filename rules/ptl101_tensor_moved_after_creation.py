@@ -46,7 +46,9 @@ class TensorMovedAfterCreation(Rule):
     a name or attribute named like a device (`device`, `dev`, `self.device`,
     `*_device`). `.to(torch.float16)`, `.half()` and `.to(other_tensor)` are
     not device moves. Factories that already pass `device=` (or `**kwargs`,
-    or `out=`), modules (`nn.Linear(...).cuda()`), `torch.from_numpy(...)`
+    or `out=`), random factories drawing from an explicit `generator=` (a
+    seeded CPU generator gives the same numbers on every device, which is
+    why such code creates on the CPU on purpose), modules (`nn.Linear(...).cuda()`), `torch.from_numpy(...)`
     and data from a loader are not flagged.
 
     ## Why is this bad?
@@ -99,8 +101,7 @@ class TensorMovedAfterCreation(Rule):
 
     No fix is offered for `.cuda(<expression>)` (the expression may be
     `None`, which `.cuda()` reads as the current device but a factory reads
-    as the CPU), for a random factory with `generator=` (a CPU generator
-    cannot draw on a device), for `pin_memory=` or `memory_format=`.
+    as the CPU), for `pin_memory=` or `memory_format=`.
 
     ## References
     - [Performance tuning guide: create tensors directly on the target device](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#create-tensors-directly-on-the-target-device)
@@ -130,12 +131,13 @@ class TensorMovedAfterCreation(Rule):
             a.star == "**" for a in factory.args
         ):
             return
+        if name in _RANDOM and keyword(factory, "generator"):
+            return  # a seeded CPU generator: drawn on the CPU on purpose, for reproducibility
         move = self._move(node, func.attr.value == "cuda")
         if move is None:
             return
         device, dtype, fixable = move
-        if not fixable or keyword(factory, "pin_memory") or keyword(factory, "memory_format") \
-                or (name in _RANDOM and keyword(factory, "generator")):
+        if not fixable or keyword(factory, "pin_memory") or keyword(factory, "memory_format"):
             self.report(node)
             return
         new = with_keyword(factory, "device", device)
