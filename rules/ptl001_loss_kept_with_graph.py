@@ -59,10 +59,13 @@ class LossKeptWithGraph(Rule):
     It stays silent for values stored through `.item()`, `.detach()`,
     `float(...)`, `.tolist()` or `.cpu().numpy()`, for code under
     `torch.no_grad()` or `torch.inference_mode()` (block or decorator), for a
-    value rebound to its detached form before it is stored, and for an
-    accumulation whose result is itself backpropagated later (per-head or
-    per-timestep losses summed, then `.backward()` on the sum) or, for loss
-    values not backpropagated in the loop, returned to the caller.
+    value rebound to its detached form before it is stored, for a list or
+    total created afresh in each iteration, and for an accumulation whose
+    result is itself backpropagated later (per-head or per-timestep losses
+    summed, then `.backward()` on the sum; chunk losses stacked, then
+    backpropagated). Loss values that are not backpropagated in the loop are
+    also left alone when the list or total is returned or handed to another
+    function, which may backpropagate it.
 
     ## Why is this bad?
     A loss tensor references the graph that produced it, and through the graph
