@@ -56,8 +56,9 @@ class TensorAliasMutated(Rule):
     function, `b` is changed in place and returned: the caller's tensor
     changes too.
 
-    Also flags a `best_state = model.state_dict()` snapshot that is kept
-    while training goes on and later loaded, saved or returned.
+    Also flags a `best_state = model.state_dict()` snapshot (or its shallow
+    `.copy()`) that is kept while training goes on and later loaded, saved or
+    returned.
 
     It stays silent for `b = a.clone()`, for rebinding without mutation
     (`b = b * 2`), when the other name is not read again, for intended
@@ -132,7 +133,7 @@ class TensorAliasMutated(Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         frame = self._frames.pop()
-        if frame.candidate:
+        if frame.snapshot or (frame.alias and frame.mutation):
             _Analysis(self, frame).run()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -140,7 +141,7 @@ class TensorAliasMutated(Rule):
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         frame = self._frames.pop()
-        if frame.candidate:
+        if frame.snapshot or (frame.alias and frame.mutation):
             _Analysis(self, frame).run()
 
     def visit_Param(self, node: cst.Param) -> None:
@@ -152,21 +153,35 @@ class TensorAliasMutated(Rule):
             self._tensor_annotated.add(id(node))
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        frame = self._frames[-1]
+        if any(isinstance(t.target, cst.Subscript) for t in node.targets):
+            frame.mutation = True
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
             return
         value = node.value
         if isinstance(value, cst.Name):
-            self._frames[-1].candidate = True
+            frame.alias = True
         elif _snapshot(value) is not None:
-            self._frames[-1].candidate = True
+            frame.snapshot = True
             if self.context.names.lookup("copy") in (None, "copy"):
                 self._copy_ok.add(id(node))
 
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._frames[-1].mutation = True
+
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, (cst.Name, cst.Attribute)):
-            qualified = self.qualified_name(node.func)
-            if qualified is not None and qualified.startswith("torch."):
-                self._torch[id(node)] = qualified
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            if _in_place(func.attr.value):
+                self._frames[-1].mutation = True
+        elif not isinstance(func, cst.Name):
+            return
+        qualified = self.qualified_name(func)
+        if qualified is not None and qualified.startswith("torch."):
+            self._torch[id(node)] = qualified
+            if _in_place(qualified.rpartition(".")[2]) or any(
+                    a.keyword is not None and a.keyword.value == "out" for a in node.args):
+                self._frames[-1].mutation = True
 
     def _is_tensor_type(self, annotation: cst.BaseExpression) -> bool:
         return isinstance(annotation, (cst.Name, cst.Attribute)) and (
@@ -219,7 +234,11 @@ def _in_place(name: str) -> bool:
 
 
 def _snapshot(value: cst.BaseExpression) -> cst.Call | None:
-    """`model.state_dict()`, for a receiver that holds live tensors."""
+    """The `model.state_dict()` call of `model.state_dict()` or of its shallow
+    `model.state_dict().copy()`, for a receiver that holds live tensors."""
+    if (isinstance(value, cst.Call) and not value.args and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "copy"):
+        value = value.func.value
     if (isinstance(value, cst.Call) and not value.args
             and isinstance(value.func, cst.Attribute) and value.func.attr.value == "state_dict"):
         receiver = dotted(value.func.value)
@@ -229,11 +248,14 @@ def _snapshot(value: cst.BaseExpression) -> cst.Call | None:
 
 
 class _Frame:
-    __slots__ = ("node", "candidate")
+    """A function or module body, analysed when it is left if it holds a
+    `x = m.state_dict()`, or a `b = a` and something that changes a tensor in place."""
+
+    __slots__ = ("node", "alias", "mutation", "snapshot")
 
     def __init__(self, node: cst.Module | cst.FunctionDef) -> None:
         self.node = node
-        self.candidate = False  # holds a `b = a` or `x = m.state_dict()`
+        self.alias = self.mutation = self.snapshot = False
 
 
 class _Alias:
@@ -253,6 +275,7 @@ class _Alias:
 class _Analysis:
     def __init__(self, rule: TensorAliasMutated, frame: _Frame) -> None:
         self.rule = rule
+        self.frame = frame
         self.node = frame.node
         self.version: dict[str, int] = {}
         self.tensors: set[str] = set()  # names currently bound to a known tensor
@@ -266,13 +289,17 @@ class _Analysis:
                 self.version[name] = 0
                 if id(param) in rule._tensor_annotated:
                     self.tensors.add(name)
-        in_place_function = isinstance(self.node, cst.FunctionDef) and self.node.name.value.endswith("_")
-        self.check_params = not in_place_function
+        # `def clamp_(x)`: a trailing underscore says the caller's tensor is meant to change
+        self.check_params = not (isinstance(self.node, cst.FunctionDef)
+                                 and self.node.name.value.endswith("_"))
 
     def run(self) -> None:
         events = list(statements(body_of(self.node)))
-        self._state_dicts(events)
-        for index, (kind, node, loops) in enumerate(events):
+        if self.frame.snapshot:
+            self._state_dicts(events)
+        if not (self.frame.alias and self.frame.mutation):
+            return
+        for kind, node, _ in events:
             if kind == "small":
                 self._small(node)
             elif kind in ("expr", "for", "with"):
@@ -325,9 +352,8 @@ class _Analysis:
             for name in _names(vars_in(small.target)):
                 self._bind(name, False)
         elif isinstance(small, cst.Return) or (
-                isinstance(small, cst.Expr) and isinstance(small.value, (cst.Yield, cst.Await))):
-            value = small.value if isinstance(small, cst.Return) else small.value
-            names = _names(vars_in(value))
+                isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield)):
+            names = _names(vars_in(small.value))
             self._reads(names)
             self._mutations(small)
             self._returned(names)
@@ -472,7 +498,7 @@ class _Analysis:
                    "as training goes on; snapshot it with `copy.deepcopy(...)`")
         if id(stmt) in self.rule._copy_ok:
             self.rule.report(stmt, message=message,
-                             edits=[(call, wrapped_in_call(call, "copy.deepcopy"))],
+                             edits=[(stmt.value, wrapped_in_call(call, "copy.deepcopy"))],
                              imports=("import copy",),
                              fix_title="Snapshot with `copy.deepcopy(...)`")
         else:
