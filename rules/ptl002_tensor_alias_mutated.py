@@ -38,6 +38,9 @@ _TENSOR_METHODS = frozenset({
 })
 # In-place methods that are not tensor mutations of values.
 _NOT_MUTATING = frozenset({"requires_grad_", "share_memory_", "retain_grad_", "pin_memory_"})
+# Modules whose `*_` functions change their first argument's values in place
+# (not `torch.nn.utils.clip_grad_norm_`, which changes gradients).
+_IN_PLACE_MODULES = frozenset({"torch", "torch.nn.init", "torch.nn.functional"})
 # Receivers whose `state_dict()` holds no live tensors, or that the rule leaves alone.
 _NOT_MODEL = re.compile(r"optim|sched|scaler|loader|sampler|opt\b|opt_|_opt\b", re.I)
 _TRAINING = re.compile(
@@ -179,7 +182,8 @@ class TensorAliasMutated(Rule):
         qualified = self.qualified_name(func)
         if qualified is not None and qualified.startswith("torch."):
             self._torch[id(node)] = qualified
-            if _in_place(qualified.rpartition(".")[2]) or any(
+            module, _, name = qualified.rpartition(".")
+            if (module in _IN_PLACE_MODULES and _in_place(name)) or any(
                     a.keyword is not None and a.keyword.value == "out" for a in node.args):
                 self._frames[-1].mutation = True
 
@@ -215,8 +219,9 @@ class TensorAliasMutated(Rule):
                 if arg.keyword is not None and arg.keyword.value == "out" and isinstance(
                         arg.value, cst.Name):
                     found.append(arg.value.value)
-            name = qualified.rpartition(".")[2]
-            if _in_place(name) and call.args and isinstance(call.args[0].value, cst.Name):
+            module, _, name = qualified.rpartition(".")
+            if (module in _IN_PLACE_MODULES and _in_place(name) and call.args
+                    and isinstance(call.args[0].value, cst.Name)):
                 found.append(call.args[0].value.value)
             return found
         if isinstance(func, cst.Attribute) and _in_place(func.attr.value):
