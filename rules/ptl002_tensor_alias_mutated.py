@@ -66,8 +66,11 @@ class TensorAliasMutated(Rule):
     It stays silent for `b = a.clone()`, for rebinding without mutation
     (`b = b * 2`), when the other name is not read again, for intended
     sharing such as weight tying (`self.decoder.weight = self.encoder.weight`,
-    an attribute, not a name), and for a state dict that is saved to disk or
-    deep-copied before training goes on. `a` counts as a tensor when it comes
+    an attribute, not a name), for an alias of a loop variable over
+    parameters (`for p in model.parameters(): w = p; w.add_(...)`, where
+    changing the parameter is the point), for functions named with a trailing
+    underscore (in place by convention), and for a state dict that is saved
+    to disk or deep-copied before training goes on. `a` counts as a tensor when it comes
     from a torch factory or op, a tensor-only method (`.clone()`,
     `.detach()`, ...), is annotated `torch.Tensor`, or is changed by an
     in-place tensor method.
@@ -285,6 +288,7 @@ class _Analysis:
         self.version: dict[str, int] = {}
         self.tensors: set[str] = set()  # names currently bound to a known tensor
         self.params: set[str] = set()
+        self.live: dict[str, int | None] = {}  # loop variables over parameters: version
         self.aliases: list[_Alias] = []
         if isinstance(self.node, cst.FunctionDef):
             params = self.node.params
@@ -314,6 +318,10 @@ class _Analysis:
                 self._mutations(parts)
                 if kind == "for":
                     self._bind_target(node.target, None)
+                    if "param" in cst.Module([]).code_for_node(node.iter).lower():
+                        # `for p in model.parameters()`: changing `p` is the point
+                        for name in target_vars(node.target):
+                            self.live[name] = self.version.get(name)
                 elif kind == "with":
                     for item in node.items:
                         if item.asname is not None:
@@ -416,6 +424,8 @@ class _Analysis:
     def _alias(self, stmt: cst.Assign, new: str, old: str) -> None:
         if old not in self.version:
             return  # not bound in this scope: a global, a builtin, an import
+        if old in self.live and self.live[old] == self.version.get(old):
+            return  # an alias of a parameter being updated in place
         versions = {new: self.version.get(new, 0), old: self.version.get(old, 0)}
         self.aliases.append(_Alias(
             stmt, new, old, versions, tensor=old in self.tensors,
