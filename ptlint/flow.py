@@ -116,6 +116,16 @@ def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
                     yield item
 
 
+def evaluated(kind: str, node: cst.CSTNode) -> cst.CSTNode:
+    """What an event evaluates: a `for`'s iterable, a `with`'s context
+    expressions (as one tuple), or the node itself."""
+    if kind == "for":
+        return node.iter
+    if kind == "with":
+        return cst.Tuple([cst.Element(item.item) for item in node.items])
+    return node
+
+
 def var(node: cst.BaseExpression) -> str | None:
     """The variable a target or receiver names: `x`, `self.x`, and `h` for `h["k"]`."""
     while isinstance(node, cst.Subscript):

@@ -6,7 +6,8 @@ import libcst as cst
 
 from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
-from ptlint.flow import body_of, calls_in, closure, statements, target_vars, var, vars_in
+from ptlint.flow import (body_of, calls_in, closure, evaluated, statements, target_vars, var,
+                         vars_in)
 from ptlint.names import dotted
 from ptlint.rule import Rule
 
@@ -339,9 +340,7 @@ class _Analysis:
                     if item.asname is not None:
                         flows.append((set(target_vars(item.asname.name)), vars_in(item.item)))
             if kind in ("small", "expr", "for", "with"):
-                scan = node.iter if kind == "for" else (
-                    cst.Tuple([cst.Element(i.item) for i in node.items]) if kind == "with" else node)
-                for call in calls_in(scan):
+                for call in calls_in(evaluated(kind, node)):
                     found = self._backward_roots(call)
                     if found is None:
                         continue

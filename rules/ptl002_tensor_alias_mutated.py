@@ -6,7 +6,7 @@ import re
 import libcst as cst
 
 from ptlint.fixers.expressions import call_method, wrapped_in_call
-from ptlint.flow import body_of, calls_in, statements, target_vars, vars_in
+from ptlint.flow import body_of, calls_in, evaluated, statements, target_vars, vars_in
 from ptlint.model import Safety
 from ptlint.names import dotted
 from ptlint.rule import Rule
@@ -312,8 +312,7 @@ class _Analysis:
             if kind == "small":
                 self._small(node)
             elif kind in ("expr", "for", "with"):
-                parts = node.iter if kind == "for" else (
-                    cst.Tuple([cst.Element(i.item) for i in node.items]) if kind == "with" else node)
+                parts = evaluated(kind, node)
                 self._reads(_names(vars_in(parts)))
                 self._mutations(parts)
                 if kind == "for":
