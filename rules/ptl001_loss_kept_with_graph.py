@@ -6,7 +6,8 @@ import libcst as cst
 
 from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
-from ptlint.flow import body_of, calls_in, closure, statements, target_vars, var, vars_in
+from ptlint.flow import (body_of, calls_in, closure, evaluated, statements, target_vars, var,
+                         vars_in)
 from ptlint.names import dotted
 from ptlint.rule import Rule
 
@@ -59,10 +60,13 @@ class LossKeptWithGraph(Rule):
     It stays silent for values stored through `.item()`, `.detach()`,
     `float(...)`, `.tolist()` or `.cpu().numpy()`, for code under
     `torch.no_grad()` or `torch.inference_mode()` (block or decorator), for a
-    value rebound to its detached form before it is stored, and for an
-    accumulation whose result is itself backpropagated later (per-head or
-    per-timestep losses summed, then `.backward()` on the sum) or, for loss
-    values not backpropagated in the loop, returned to the caller.
+    value rebound to its detached form before it is stored, for a list or
+    total created afresh in each iteration, and for an accumulation whose
+    result is itself backpropagated later (per-head or per-timestep losses
+    summed, then `.backward()` on the sum; chunk losses stacked, then
+    backpropagated). Loss values that are not backpropagated in the loop are
+    also left alone when the list or total is returned or handed to another
+    function, which may backpropagate it.
 
     ## Why is this bad?
     A loss tensor references the graph that produced it, and through the graph
@@ -336,9 +340,7 @@ class _Analysis:
                     if item.asname is not None:
                         flows.append((set(target_vars(item.asname.name)), vars_in(item.item)))
             if kind in ("small", "expr", "for", "with"):
-                scan = node.iter if kind == "for" else (
-                    cst.Tuple([cst.Element(i.item) for i in node.items]) if kind == "with" else node)
-                for call in calls_in(scan):
+                for call in calls_in(evaluated(kind, node)):
                     found = self._backward_roots(call)
                     if found is None:
                         continue

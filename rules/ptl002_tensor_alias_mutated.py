@@ -6,7 +6,7 @@ import re
 import libcst as cst
 
 from ptlint.fixers.expressions import call_method, wrapped_in_call
-from ptlint.flow import body_of, calls_in, statements, target_vars, vars_in
+from ptlint.flow import body_of, calls_in, evaluated, statements, target_vars, vars_in
 from ptlint.model import Safety
 from ptlint.names import dotted
 from ptlint.rule import Rule
@@ -38,6 +38,9 @@ _TENSOR_METHODS = frozenset({
 })
 # In-place methods that are not tensor mutations of values.
 _NOT_MUTATING = frozenset({"requires_grad_", "share_memory_", "retain_grad_", "pin_memory_"})
+# Modules whose `*_` functions change their first argument's values in place
+# (not `torch.nn.utils.clip_grad_norm_`, which changes gradients).
+_IN_PLACE_MODULES = frozenset({"torch", "torch.nn.init", "torch.nn.functional"})
 # Receivers whose `state_dict()` holds no live tensors, or that the rule leaves alone.
 _NOT_MODEL = re.compile(r"optim|sched|scaler|loader|sampler|opt\b|opt_|_opt\b", re.I)
 _TRAINING = re.compile(
@@ -56,14 +59,18 @@ class TensorAliasMutated(Rule):
     function, `b` is changed in place and returned: the caller's tensor
     changes too.
 
-    Also flags a `best_state = model.state_dict()` snapshot that is kept
-    while training goes on and later loaded, saved or returned.
+    Also flags a `best_state = model.state_dict()` snapshot (or its shallow
+    `.copy()`) that is kept while training goes on and later loaded, saved or
+    returned.
 
     It stays silent for `b = a.clone()`, for rebinding without mutation
     (`b = b * 2`), when the other name is not read again, for intended
     sharing such as weight tying (`self.decoder.weight = self.encoder.weight`,
-    an attribute, not a name), and for a state dict that is saved to disk or
-    deep-copied before training goes on. `a` counts as a tensor when it comes
+    an attribute, not a name), for an alias of a loop variable over
+    parameters (`for p in model.parameters(): w = p; w.add_(...)`, where
+    changing the parameter is the point), for functions named with a trailing
+    underscore (in place by convention), and for a state dict that is saved
+    to disk or deep-copied before training goes on. `a` counts as a tensor when it comes
     from a torch factory or op, a tensor-only method (`.clone()`,
     `.detach()`, ...), is annotated `torch.Tensor`, or is changed by an
     in-place tensor method.
@@ -132,7 +139,7 @@ class TensorAliasMutated(Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         frame = self._frames.pop()
-        if frame.candidate:
+        if frame.snapshot or (frame.alias and frame.mutation):
             _Analysis(self, frame).run()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -140,7 +147,7 @@ class TensorAliasMutated(Rule):
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         frame = self._frames.pop()
-        if frame.candidate:
+        if frame.snapshot or (frame.alias and frame.mutation):
             _Analysis(self, frame).run()
 
     def visit_Param(self, node: cst.Param) -> None:
@@ -152,21 +159,36 @@ class TensorAliasMutated(Rule):
             self._tensor_annotated.add(id(node))
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        frame = self._frames[-1]
+        if any(isinstance(t.target, cst.Subscript) for t in node.targets):
+            frame.mutation = True
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
             return
         value = node.value
         if isinstance(value, cst.Name):
-            self._frames[-1].candidate = True
+            frame.alias = True
         elif _snapshot(value) is not None:
-            self._frames[-1].candidate = True
+            frame.snapshot = True
             if self.context.names.lookup("copy") in (None, "copy"):
                 self._copy_ok.add(id(node))
 
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._frames[-1].mutation = True
+
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, (cst.Name, cst.Attribute)):
-            qualified = self.qualified_name(node.func)
-            if qualified is not None and qualified.startswith("torch."):
-                self._torch[id(node)] = qualified
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            if _in_place(func.attr.value):
+                self._frames[-1].mutation = True
+        elif not isinstance(func, cst.Name):
+            return
+        qualified = self.qualified_name(func)
+        if qualified is not None and qualified.startswith("torch."):
+            self._torch[id(node)] = qualified
+            module, _, name = qualified.rpartition(".")
+            if (module in _IN_PLACE_MODULES and _in_place(name)) or any(
+                    a.keyword is not None and a.keyword.value == "out" for a in node.args):
+                self._frames[-1].mutation = True
 
     def _is_tensor_type(self, annotation: cst.BaseExpression) -> bool:
         return isinstance(annotation, (cst.Name, cst.Attribute)) and (
@@ -200,8 +222,9 @@ class TensorAliasMutated(Rule):
                 if arg.keyword is not None and arg.keyword.value == "out" and isinstance(
                         arg.value, cst.Name):
                     found.append(arg.value.value)
-            name = qualified.rpartition(".")[2]
-            if _in_place(name) and call.args and isinstance(call.args[0].value, cst.Name):
+            module, _, name = qualified.rpartition(".")
+            if (module in _IN_PLACE_MODULES and _in_place(name) and call.args
+                    and isinstance(call.args[0].value, cst.Name)):
                 found.append(call.args[0].value.value)
             return found
         if isinstance(func, cst.Attribute) and _in_place(func.attr.value):
@@ -219,7 +242,11 @@ def _in_place(name: str) -> bool:
 
 
 def _snapshot(value: cst.BaseExpression) -> cst.Call | None:
-    """`model.state_dict()`, for a receiver that holds live tensors."""
+    """The `model.state_dict()` call of `model.state_dict()` or of its shallow
+    `model.state_dict().copy()`, for a receiver that holds live tensors."""
+    if (isinstance(value, cst.Call) and not value.args and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "copy"):
+        value = value.func.value
     if (isinstance(value, cst.Call) and not value.args
             and isinstance(value.func, cst.Attribute) and value.func.attr.value == "state_dict"):
         receiver = dotted(value.func.value)
@@ -229,11 +256,14 @@ def _snapshot(value: cst.BaseExpression) -> cst.Call | None:
 
 
 class _Frame:
-    __slots__ = ("node", "candidate")
+    """A function or module body, analysed when it is left if it holds a
+    `x = m.state_dict()`, or a `b = a` and something that changes a tensor in place."""
+
+    __slots__ = ("node", "alias", "mutation", "snapshot")
 
     def __init__(self, node: cst.Module | cst.FunctionDef) -> None:
         self.node = node
-        self.candidate = False  # holds a `b = a` or `x = m.state_dict()`
+        self.alias = self.mutation = self.snapshot = False
 
 
 class _Alias:
@@ -253,10 +283,12 @@ class _Alias:
 class _Analysis:
     def __init__(self, rule: TensorAliasMutated, frame: _Frame) -> None:
         self.rule = rule
+        self.frame = frame
         self.node = frame.node
         self.version: dict[str, int] = {}
         self.tensors: set[str] = set()  # names currently bound to a known tensor
         self.params: set[str] = set()
+        self.live: dict[str, int | None] = {}  # loop variables over parameters: version
         self.aliases: list[_Alias] = []
         if isinstance(self.node, cst.FunctionDef):
             params = self.node.params
@@ -266,22 +298,29 @@ class _Analysis:
                 self.version[name] = 0
                 if id(param) in rule._tensor_annotated:
                     self.tensors.add(name)
-        in_place_function = isinstance(self.node, cst.FunctionDef) and self.node.name.value.endswith("_")
-        self.check_params = not in_place_function
+        # `def clamp_(x)`: a trailing underscore says the caller's tensor is meant to change
+        self.check_params = not (isinstance(self.node, cst.FunctionDef)
+                                 and self.node.name.value.endswith("_"))
 
     def run(self) -> None:
         events = list(statements(body_of(self.node)))
-        self._state_dicts(events)
-        for index, (kind, node, loops) in enumerate(events):
+        if self.frame.snapshot:
+            self._state_dicts(events)
+        if not (self.frame.alias and self.frame.mutation):
+            return
+        for kind, node, _ in events:
             if kind == "small":
                 self._small(node)
             elif kind in ("expr", "for", "with"):
-                parts = node.iter if kind == "for" else (
-                    cst.Tuple([cst.Element(i.item) for i in node.items]) if kind == "with" else node)
+                parts = evaluated(kind, node)
                 self._reads(_names(vars_in(parts)))
                 self._mutations(parts)
                 if kind == "for":
                     self._bind_target(node.target, None)
+                    if "param" in cst.Module([]).code_for_node(node.iter).lower():
+                        # `for p in model.parameters()`: changing `p` is the point
+                        for name in target_vars(node.target):
+                            self.live[name] = self.version.get(name)
                 elif kind == "with":
                     for item in node.items:
                         if item.asname is not None:
@@ -325,9 +364,8 @@ class _Analysis:
             for name in _names(vars_in(small.target)):
                 self._bind(name, False)
         elif isinstance(small, cst.Return) or (
-                isinstance(small, cst.Expr) and isinstance(small.value, (cst.Yield, cst.Await))):
-            value = small.value if isinstance(small, cst.Return) else small.value
-            names = _names(vars_in(value))
+                isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield)):
+            names = _names(vars_in(small.value))
             self._reads(names)
             self._mutations(small)
             self._returned(names)
@@ -385,6 +423,8 @@ class _Analysis:
     def _alias(self, stmt: cst.Assign, new: str, old: str) -> None:
         if old not in self.version:
             return  # not bound in this scope: a global, a builtin, an import
+        if old in self.live and self.live[old] == self.version.get(old):
+            return  # an alias of a parameter being updated in place
         versions = {new: self.version.get(new, 0), old: self.version.get(old, 0)}
         self.aliases.append(_Alias(
             stmt, new, old, versions, tensor=old in self.tensors,
@@ -472,7 +512,7 @@ class _Analysis:
                    "as training goes on; snapshot it with `copy.deepcopy(...)`")
         if id(stmt) in self.rule._copy_ok:
             self.rule.report(stmt, message=message,
-                             edits=[(call, wrapped_in_call(call, "copy.deepcopy"))],
+                             edits=[(stmt.value, wrapped_in_call(call, "copy.deepcopy"))],
                              imports=("import copy",),
                              fix_title="Snapshot with `copy.deepcopy(...)`")
         else:

@@ -74,3 +74,14 @@ def test_calls_in_outermost_first_and_not_in_lambdas():
 def test_closure_follows_flows_backwards():
     flows = [({"total"}, {"loss"}), ({"loss"}, {"out", "y"}), ({"other"}, {"z"})]
     assert closure({"total"}, flows) == {"total", "loss", "out", "y"}
+
+
+def test_evaluated_parts_of_headers():
+    from ptlint.flow import evaluated
+
+    module = cst.parse_module("for x in f(y):\n    pass\nwith a(), b() as c:\n    pass\n")
+    loop, with_ = module.body
+    code = cst.Module([]).code_for_node
+    assert code(evaluated("for", loop)) == "f(y)"
+    assert {n for n in vars_in(evaluated("with", with_))} == {"a", "b"}
+    assert evaluated("small", loop) is loop
