@@ -23,7 +23,6 @@ _RETURNS_TENSOR = _FRESH | frozenset(f"torch.{n}" for n in (
     "masked_select", "nonzero", "bincount", "outer", "einsum", "norm", "diag", "tril", "triu",
     "Tensor.detach",
 ))
-_TENSOR_TYPES = ("torch.Tensor",)
 _SPACE = cst.SimpleWhitespace("")
 
 
@@ -59,8 +58,9 @@ class TensorFromTensor(Rule):
     ## What it does
     Flags `torch.tensor(x)` where `x` is known to be a tensor already: the
     result of a torch function (`torch.tensor(torch.zeros(3))`,
-    `torch.tensor(a.detach())`), or a name assigned one in the same function,
-    or a parameter annotated `torch.Tensor`.
+    `torch.tensor(a.detach())`), or a name assigned one earlier in the same
+    function (on every path to the call). Parameters are not trusted, even
+    when annotated `torch.Tensor`: callers often pass lists.
 
     ## Why is this bad?
     `torch.tensor()` is meant for Python data. Given a tensor it copies it,
@@ -110,13 +110,9 @@ class TensorFromTensor(Rule):
         self.guards: list[cst.BaseExpression] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        scope: dict[str, bool] = {}
-        params = node.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            annotation = param.annotation.annotation if param.annotation else None
-            scope[param.name.value] = annotation is not None and \
-                self.qualified_name(annotation) in _TENSOR_TYPES
-        self.scopes.append(scope)
+        # parameters are unknown: an annotation `x: torch.Tensor` is not proof
+        # (callers pass lists from configs), and the fix would then break
+        self.scopes.append({})
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.scopes.pop()

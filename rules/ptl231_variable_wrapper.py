@@ -67,7 +67,8 @@ class VariableWrapper(Rule):
 
     It is safe when `x` is a brand-new tensor that does not require grad: a
     torch factory call such as `torch.randn(...)`, `torch.from_numpy(...)`
-    or `torch.tensor(...)`, or `x.data` / `x.detach()`. Otherwise it is
+    or `torch.tensor(...)`, or `x.data` / `x.detach()` (also followed by
+    `.clone()`). Otherwise it is
     unsafe, because `Variable(x)` detaches: if `x` requires grad,
     gradients now flow back through it, and `x.requires_grad_()` changes `x`
     itself rather than a detached copy. For the usual case, a batch from a
@@ -142,6 +143,8 @@ class VariableWrapper(Rule):
             if isinstance(data.func, cst.Attribute) and data.func.attr.value == "detach" \
                     and not data.args:
                 return True
+            if isinstance(data.func, cst.Attribute) and data.func.attr.value == "clone":
+                return self._fresh(data.func.value)  # `x.detach().clone()`
             if isinstance(data.func, (cst.Name, cst.Attribute)) \
                     and self.qualified_name(data.func) in _FACTORIES:
                 flag = keyword(data, "requires_grad")
