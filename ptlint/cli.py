@@ -83,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif not argv:
         argv = ["check"]
     signal.signal(signal.SIGTERM, _terminate)
+    _tolerant_streams()
     try:
         args = build_parser().parse_args(argv)
         if args.command == "rule":
@@ -102,6 +103,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+
+
+def _tolerant_streams() -> None:
+    """Never fail on output: a file name that is not UTF-8 (kept by Python as
+    lone surrogates) or a character the terminal's encoding lacks is escaped,
+    not raised as UnicodeEncodeError after the work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -213,7 +223,8 @@ def cmd_check(args: argparse.Namespace) -> int:
               timings=args.timings)
     errors: list[str] = []
     if stdin:
-        outcomes = [_stdin(args, job)]
+        stdin_out, echo = _stdin(args, job)
+        outcomes = [stdin_out]
     else:
         if "-" in paths:
             error("'-' (stdin) cannot be combined with other paths")
@@ -238,9 +249,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             error(message)
         return 2 if errors else 1 if diffs else 0
 
-    if stdin and mode == "fix":
-        out = outcomes[0]
-        sys.stdout.write(out.new_text if out.new_text is not None else (out.text or ""))
+    if stdin and mode == "fix":  # the file, fixed or as it came, byte for byte
+        sys.stdout.flush()
+        sys.stdout.buffer.write(echo)
+        sys.stdout.buffer.flush()
 
     if args.statistics:
         _statistics(findings, settings, stream, job.unsafe)
@@ -260,9 +272,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if not findings or args.exit_zero else 1
 
 
-def _stdin(args: argparse.Namespace, job) -> "Outcome":
+def _stdin(args: argparse.Namespace, job) -> "tuple[Outcome, bytes]":
+    """The outcome for standard input, and the bytes `--fix` prints: the input
+    unchanged unless fixed, in the input's own encoding, BOM and line endings."""
     from ptlint.runner import Outcome, _decode_error, process_text
-    from ptlint.textio import DecodeError, decode
+    from ptlint.textio import DecodeError, decode, encode
 
     name = args.stdin_filename or "-"
     data = sys.stdin.buffer.read()
@@ -270,13 +284,21 @@ def _stdin(args: argparse.Namespace, job) -> "Outcome":
         from ptlint import notebook
 
         out = notebook.process(Path(name), data, job, write=False)
-        return out
+        return out, data if out.new_text is None else out.new_text.encode("utf-8")
     try:
         source = decode(data)
     except DecodeError as exc:
-        return Outcome(name, [_decode_error(name, exc)])
+        return Outcome(name, [_decode_error(name, exc)]), data
     out = process_text(name, source.text, job)
-    return out
+    if out.new_text is None:
+        return out, data
+    try:
+        return out, encode(source, out.new_text)
+    except UnicodeEncodeError:
+        out.errors.append(f"{name}: fixed text cannot be encoded as {source.encoding}; "
+                          "printed unchanged")
+        out.fixed = 0
+        return out, data
 
 
 def _sources(findings, outcomes) -> dict[str, str]:

@@ -21,7 +21,15 @@ from ptlint import __version__
 from ptlint.config import Settings
 from ptlint.engine import LintResult, fix_text, lint_text, one_line
 from ptlint.model import SYNTAX_ERROR, Finding, Position, Span
-from ptlint.textio import DecodeError, Source, decode, encode, signals_deferred, write_atomic
+from ptlint.textio import (
+    DecodeError,
+    FileChanged,
+    Source,
+    decode,
+    encode,
+    signals_deferred,
+    write_atomic,
+)
 
 Mode = Literal["check", "fix", "diff"]
 
@@ -94,6 +102,19 @@ def process_text(path: str, text: str, job: Job) -> Outcome:
     return out
 
 
+class _ModelUnpickler(pickle.Unpickler):
+    """Loads findings and nothing else. The cache lives in the project folder, so a
+    repository could ship a crafted entry (its key is computable): a plain
+    pickle.load would run whatever that entry names."""
+
+    ALLOWED = frozenset({"Finding", "Span", "Position", "Fix", "Edit", "Safety"})
+
+    def find_class(self, module: str, name: str):
+        if module == "ptlint.model" and name in self.ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in ptlint's cache")
+
+
 class Cache:
     """Results keyed by file content, ptlint version and effective settings.
 
@@ -105,14 +126,17 @@ class Cache:
         self.salt = f"{__version__}\0{settings.fingerprint()}".encode()
 
     def key(self, path: str, data: bytes) -> str:
-        return hashlib.sha256(self.salt + path.encode() + b"\0" + data).hexdigest()
+        return hashlib.sha256(self.salt + os.fsencode(path) + b"\0" + data).hexdigest()
 
     def get(self, key: str) -> list[Finding] | None:
         try:
             with open(self.folder / key[:2] / key, "rb") as handle:
-                return pickle.load(handle)
-        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
+                found = _ModelUnpickler(handle).load()
+        except Exception:  # noqa: BLE001 - a damaged or foreign entry is only a miss
             return None
+        if not isinstance(found, list) or not all(isinstance(f, Finding) for f in found):
+            return None
+        return found
 
     def put(self, key: str, findings: list[Finding]) -> None:
         folder = self.folder / key[:2]
@@ -172,11 +196,11 @@ def process_file(path: Path, job: Job) -> Outcome:
     if cache and not out.errors and out.new_text is None:
         cache.put(key, out.findings)
     if job.mode == "fix" and out.new_text is not None:
-        write_fixed(path, source, out)
+        write_fixed(path, source, out, original=data)
     return out
 
 
-def write_fixed(path: Path, source: Source, out: Outcome) -> None:
+def write_fixed(path: Path, source: Source, out: Outcome, original: bytes | None = None) -> None:
     name = str(path)
     try:
         writable = os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
@@ -193,7 +217,10 @@ def write_fixed(path: Path, source: Source, out: Outcome) -> None:
         out.fixed = 0
         return
     try:
-        write_atomic(path, data)
+        write_atomic(path, data, expected=original)
+    except FileChanged:
+        out.errors.append(f"{name}: changed while ptlint was fixing it; not written")
+        out.fixed = 0
     except OSError as exc:
         out.errors.append(f"{name}: cannot write: {exc.strerror or exc}")
         out.fixed = 0

@@ -42,25 +42,32 @@ def _undecodable(data: bytes, encoding: str, exc: UnicodeDecodeError) -> DecodeE
     )
 
 
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.M)
+
+
+def _second_line_end(data: bytes) -> int:
+    first = data.find(b"\n")
+    second = data.find(b"\n", first + 1) if first >= 0 else -1
+    return len(data) if second < 0 else second
+
+
 def decode(data: bytes) -> Source:
     """Decode bytes as the Python interpreter would (BOM, coding cookie, UTF-8)."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        if "invalid or missing encoding declaration" in str(exc):
-            # No cookie and the first lines are not UTF-8: say where, and how to declare one.
-            try:
-                data.decode("utf-8")
-            except UnicodeDecodeError as bad:
-                error = _undecodable(data, "utf-8", bad)
-                raise DecodeError(f"{error} and no PEP 263 coding comment declares another "
-                                  "encoding", error.line, error.column) from None
-        raise DecodeError(str(exc), getattr(exc, "lineno", None) or 1) from None
+        if "invalid or missing encoding declaration" not in str(exc):
+            raise DecodeError(str(exc), getattr(exc, "lineno", None) or 1) from None
+        encoding = "utf-8"  # no cookie, and the first lines are not UTF-8
     bom = encoding == "utf-8-sig"
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise _undecodable(data, encoding, exc) from None
+        error = _undecodable(data, encoding, exc)
+        if encoding == "utf-8" and not _COOKIE.search(data, 0, _second_line_end(data)):
+            raise DecodeError(f"{error}, and no PEP 263 coding comment declares another "
+                              "encoding", error.line, error.column) from None
+        raise error from None
     except (LookupError, UnicodeError) as exc:  # a cookie naming a codec that is not a text encoding
         raise DecodeError(f"cannot decode as {encoding}: {exc}", 1) from None
     return Source(text=text, encoding="utf-8" if bom else encoding, bom=bom)
@@ -94,7 +101,11 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+class FileChanged(Exception):
+    """The file on disk is no longer the one the new content was computed from."""
+
+
+def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None:
     """Replace `path` with `data` in one rename, keeping its permission bits and owner.
 
     A temporary file in the same folder is written, synced and renamed over the
@@ -103,6 +114,10 @@ def write_atomic(path: Path, data: bytes) -> None:
     are held while the file is written, so a worker process killed by SIGTERM
     dies after the rename, never between creating and removing the temporary
     file. A symbolic link is kept: the file it points to is replaced.
+
+    With `expected`, the file is replaced only if it still holds exactly those
+    bytes just before the rename (an editor may have saved it meanwhile):
+    FileChanged otherwise, and nothing is written.
     """
     target = Path(os.path.realpath(path))
     with signals_deferred():
@@ -120,6 +135,8 @@ def write_atomic(path: Path, data: bytes) -> None:
                 except OSError:
                     pass  # only root may give a file away; the permission bits are kept anyway
             os.chmod(tmp, info.st_mode & 0o7777)
+            if expected is not None and target.read_bytes() != expected:
+                raise FileChanged(str(path))
             os.replace(tmp, target)
         except BaseException:
             try:

@@ -251,6 +251,40 @@ def test_unreadable_file(tmp_path, monkeypatch):
     assert out.errors == [f"{path}: cannot read: Permission denied"]
 
 
+@pytest.mark.parametrize("fmt", ["full", "concise", "json", "sarif", "github", "gitlab"])
+def test_file_name_that_is_not_utf8_with_a_strict_terminal(tmp_path, fmt):
+    (tmp_path / os.fsdecode(b"caf\xe9.py")).write_text(DP)
+    env = _env(PYTHONIOENCODING="utf-8:strict")
+    for _ in range(2):  # the second run reads the cache
+        proc = run_cli(".", "--select", "PTL102", "--output-format", fmt, cwd=tmp_path, env=env)
+        assert "Traceback" not in proc.stderr and "error" not in proc.stderr, proc.stderr
+        assert proc.returncode == 1
+
+
+def test_cache_entries_that_are_damaged_or_crafted_are_misses(tmp_path):
+    import pickle
+
+    from ptlint.runner import Cache
+
+    settings = settings_for("PTL102", root=tmp_path)
+    cache = Cache(settings)
+    key = cache.key("a.py", DP.encode())
+    findings = lint_text(DP, "a.py", settings).findings
+    cache.put(key, findings)
+    assert cache.get(key) == findings
+    entry = cache.folder / key[:2] / key
+    entry.write_bytes(b"\x80\x04garbage")
+    assert cache.get(key) is None
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'pwned'}",))
+
+    entry.write_bytes(pickle.dumps([Payload()]))
+    assert cache.get(key) is None
+    assert not (tmp_path / "pwned").exists()
+
+
 # -- rules that fail ------------------------------------------------------------------
 def test_rule_that_raises_one_line_other_findings_kept(tmp_path):
     (tmp_path / "a_boom.py").write_text(DP + "x = boom\n")
@@ -387,6 +421,28 @@ def test_diff_applies_with_patch_even_with_form_feeds(fix_dir):
         pytest.skip("git is not installed")
     subprocess.run(["git", "apply", "-"], input=diff.encode(), cwd=fix_dir, check=True)
     assert (fix_dir / "x.py").read_bytes().decode() == fixed(text)
+
+
+@pytest.mark.parametrize("data", [
+    b'x = "\xff"\n',  # not UTF-8: PTL000, printed back unchanged
+    b"def f(:\n",  # a syntax error
+    b"# -*- coding: latin-1 -*-\nimport torch\ns = 'caf\xe9'\nm = torch.nn.DataParallel(model)\n",
+    BOM + DP.replace("\n", "\r\n").encode(),
+    b"",
+], ids=["not-utf8", "syntax-error", "latin1", "bom-crlf", "empty"])
+def test_stdin_fix_prints_the_file_in_its_own_bytes(data):
+    """Editors pipe the buffer through `ptlint - --fix` and replace it with the output."""
+    proc = subprocess.run([sys.executable, "-m", "ptlint", "-", "--fix", "--unsafe-fixes",
+                           "--select", "PTL102"], input=data, capture_output=True, timeout=120)
+    assert b"Traceback" not in proc.stderr
+    from ptlint.textio import DecodeError, decode, encode
+
+    try:
+        source = decode(data)
+    except DecodeError:
+        assert proc.stdout == data
+        return
+    assert proc.stdout == encode(source, fixed(source.text))
 
 
 def test_read_only_file_is_reported_not_fixed(tmp_path):
@@ -539,6 +595,26 @@ def test_fix_never_writes_through_a_libcst_round_trip_loss():
     assert out.applied == 1 and out.text.endswith("model\r\n\r")
     text = "import torch\n\x0cm = torch.nn.DataParallel(model)\n"
     assert fix_text(text, "x.py", settings_for("PTL102"), unsafe=True).text == text
+
+
+def test_file_saved_by_someone_else_during_fix_is_not_overwritten(tmp_path, monkeypatch):
+    from ptlint import runner
+
+    path = tmp_path / "a.py"
+    path.write_text(DP)
+    real = runner.process_text
+
+    def slow_process_text(*args, **kw):
+        out = real(*args, **kw)
+        path.write_text(DP + "# saved by an editor meanwhile\n")
+        return out
+
+    monkeypatch.setattr(runner, "process_text", slow_process_text)
+    out = process_file(path, Job(settings_for("PTL102"), "fix", unsafe=True, cache=False))
+    assert out.errors == [f"{path}: changed while ptlint was fixing it; not written"]
+    assert out.fixed == 0
+    assert path.read_text() == DP + "# saved by an editor meanwhile\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.py"]
 
 
 def test_atomic_write_leaves_nothing_when_interrupted(tmp_path, monkeypatch):

@@ -16,10 +16,16 @@ def render(findings: list[Finding], sources: Mapping[str, str]) -> str:
     seen: dict[str, int] = {}
     starts: dict[str, list[int]] = {}
     for f in findings:
+<<<<<<< HEAD
         key = source_key(f.path, f.cell)
         text = sources.get(key, "")
         line = line_text(text, starts.setdefault(key, line_starts(text)), f.span.start.line)
         base = hashlib.sha256(f"{f.path}\0{f.code}\0{f.cell}\0{line.strip()}".encode()).hexdigest()
+=======
+        text = sources.get(f.path, "")
+        line = line_text(text, starts.setdefault(f.path, line_starts(text)), f.span.start.line)
+        base = hashlib.sha256(f"{f.path}\0{f.code}\0{f.cell}\0{line.strip()}".encode("utf-8", "surrogatepass")).hexdigest()
+>>>>>>> robust
         n = seen.get(base, 0)
         seen[base] = n + 1
         fingerprint = base if n == 0 else hashlib.sha256(f"{base}{n}".encode()).hexdigest()
