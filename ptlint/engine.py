@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 from libcst.metadata import (
     MetadataWrapper,
     PositionProvider,
@@ -21,7 +22,7 @@ from ptlint.model import SYNTAX_ERROR, Edit, Finding, Fix, Position, Span
 from ptlint.names import NameResolver, ScopeExit
 from ptlint.rule import Context, Report, Rule
 from ptlint.textio import line_starts, line_text
-from ptlint.walk import walk
+from ptlint.walk import child_fields, walk
 
 if TYPE_CHECKING:
     from ptlint.config import Settings
@@ -339,6 +340,7 @@ def _build_findings(
     of its rule, and the other reports still count."""
     positions = wrapper.resolve(PositionProvider)
     inclusive = None
+    indents: dict[int, tuple[str, ...]] | None = None
     findings = []
     for report in reports:
         code = report.rule.code
@@ -351,9 +353,11 @@ def _build_findings(
                 if inclusive is None:
                     inclusive = wrapper.resolve(WhitespaceInclusivePositionProvider)
                 edits = []
+                if indents is None:  # one walk for every edit of the file
+                    indents = block_indents(module, (o for r in reports for o, _ in r.edits))
                 for old, new in report.edits:
                     span = inclusive[old]
-                    content = "" if new is None else _edit_content(module, old, new, span)
+                    content = "" if new is None else _edit_content(module, old, new, span, indents)
                     edits.append(Edit(_position(span.start), _position(span.end), content))
                 fix = Fix(
                     title=report.fix_title or "Apply the fix",
@@ -382,18 +386,51 @@ def _build_findings(
     return findings
 
 
-def _edit_content(module: cst.Module, old: cst.CSTNode, new: cst.CSTNode, span: object) -> str:
+def block_indents(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, tuple[str, ...]]:
+    """The indentation of the block each of `nodes` sits in (by `id`), found in
+    one walk of the module."""
+    wanted = {id(n) for n in nodes}
+    found: dict[int, tuple[str, ...]] = {}
+    tokens: list[str] = []
+    stack: list[tuple[cst.CSTNode, bool]] = [(module, False)]
+    node_type = cst.CSTNode
+    while stack and len(found) < len(wanted):
+        node, leaving = stack.pop()
+        if leaving:
+            tokens.pop()
+            continue
+        if id(node) in wanted:
+            found[id(node)] = tuple(tokens)
+        if isinstance(node, cst.IndentedBlock):
+            tokens.append(module.default_indent if node.indent is None else node.indent)
+            stack.append((node, True))
+        children: list[cst.CSTNode] = []
+        for name in child_fields(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, node_type):
+                children.append(value)
+            elif isinstance(value, (list, tuple)):
+                children.extend(v for v in value if isinstance(v, node_type))
+        stack.extend((child, False) for child in reversed(children))
+    return found
+
+
+def _edit_content(module: cst.Module, old: cst.CSTNode, new: cst.CSTNode, span: object,
+                  indents: dict[int, tuple[str, ...]] | None = None) -> str:
     """The text of `new` in place of `old`. A node printed on its own loses the
     indentation of its block on continuation lines (`ParenthesizedWhitespace`
-    with `indent=True`), so a replacement that spans lines is printed in place."""
+    with `indent=True`) and in nested blocks, so a replacement that spans lines
+    is printed with the indentation of the block `old` sits in."""
     content = module.code_for_node(new)
     if "\n" not in content and "\r" not in content:
         return content
-    original = module.code
-    offset = offsets(original)
-    begin, end = offset(_position(span.start)), offset(_position(span.end))
-    whole = module.deep_replace(old, new).code
-    return whole[begin:len(whole) - (len(original) - end)]
+    if indents is None or id(old) not in indents:
+        indents = block_indents(module, [old])
+    state = CodegenState(default_indent=module.default_indent,
+                         default_newline=module.default_newline,
+                         indent_tokens=list(indents.get(id(old), ())))
+    new._codegen(state)
+    return "".join(state.tokens)
 
 
 # -- fixing -----------------------------------------------------------------

@@ -54,7 +54,7 @@ class Visitor(cst.BatchableCSTVisitor):
 _VISITED = re.compile(r'visit_\w+\(\s*self,\s*"(\w+)"')
 
 
-def _child_fields(kind: type) -> tuple[str, ...]:
+def child_fields(kind: type) -> tuple[str, ...]:
     fields = _FIELDS.get(kind)
     if fields is None:
         try:
@@ -79,7 +79,7 @@ def dispatch_tables(visitors: Iterable[cst.BatchableCSTVisitor]) -> tuple[dict, 
             prefix, _, rest = name.partition("_")
             kind_name, _, attr = rest.partition("_")
             kind = getattr(cst, kind_name, None)
-            if kind is None or (attr and attr not in _child_fields(kind)):
+            if kind is None or (attr and attr not in child_fields(kind)):
                 raise TypeError(f"{type(visitor).__name__}.{name}: unsupported visitor method")
             if attr:
                 attribute.setdefault((kind, attr, prefix), []).append(method)
@@ -118,7 +118,7 @@ def walk(root: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor]) -> None
             push((node, _LEAVE))
         hooked = kind in with_attribute_hooks
         work: list[tuple] = []
-        for name in _FIELDS.get(kind) or _child_fields(kind):
+        for name in _FIELDS.get(kind) or child_fields(kind):
             value = getattr(node, name)
             if hooked:
                 work.append((node, _ATTR_VISIT, name))
