@@ -42,8 +42,10 @@ class TensorCreatedThenMoved(Rule):
     `torch.tensor(data).to("cuda")`, `torch.arange(n).to(x.device)`.
 
     Only moves to a device are flagged: `.to(torch.float16)`, `.to(other)`
-    (a tensor: dtype and device) and factories that already pass `device=`
-    are left alone.
+    (a tensor: dtype and device), factories that already pass `device=`, and
+    random factories given a `generator=` (drawing from a CPU generator, then
+    moving, is how seeded code gets the same numbers on every device) are
+    left alone.
 
     ## Why is this bad?
     The tensor is first allocated and filled on the CPU, then copied to the
@@ -101,6 +103,8 @@ class TensorCreatedThenMoved(Rule):
             return
         if keyword(factory, "device") is not None or any(a.star for a in factory.args):
             return
+        if keyword(factory, "generator") is not None:
+            return  # a CPU generator must draw on the CPU: deliberate, for reproducibility
         device = self._device(node)
         if device is False:
             return  # not a move to a device
