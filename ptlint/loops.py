@@ -103,8 +103,9 @@ class _Keys(cst.CSTVisitor):
         return True
 
     def visit_Name(self, node: cst.Name) -> bool:
-        self.keys.add(node.value)
-        self.bare.add(node.value)
+        if node.value not in ("True", "False", "None"):
+            self.keys.add(node.value)
+            self.bare.add(node.value)
         return False
 
 
@@ -290,6 +291,10 @@ class Assignment:
     move: bool  # an input: a name moved or reshaped (`x.to(device)`), or a factory's tensor
     fresh: bool = False  # a factory's new tensor (`torch.randn(...)`): no graph behind it
     bare: set[str] = field(default_factory=set)  # the reads that are plain names
+    # tensor arithmetic only: operators, torch functions and methods called on
+    # `receivers` (no model, loss function or helper is called)
+    arithmetic: bool = False
+    receivers: set[str] = field(default_factory=set)
 
 
 @dataclass(eq=False)
@@ -454,8 +459,10 @@ class LoopAwareRule(Rule):
         for target in targets:
             lhs |= target_keys(target)
         reads = _read(value, resolve, True)
+        arithmetic, receivers = _arithmetic(value, resolve)
         frame.assigns.append(Assignment(lhs, reads.keys, is_host_value(value, resolve),
-                                        is_data_move(value), is_fresh(value), reads.bare))
+                                        is_data_move(value), is_fresh(value), reads.bare,
+                                        arithmetic, receivers))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self._assign([t.target for t in node.targets], node.value)
@@ -466,6 +473,37 @@ class LoopAwareRule(Rule):
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         self._assign([node.target], node.value)
+
+
+def _arithmetic(value: cst.BaseExpression, resolve) -> tuple[bool, set[str]]:
+    """Whether `value` only does tensor arithmetic (operators, `torch.*`
+    functions, methods), and the keys of the receivers of its method calls."""
+    receivers: set[str] = set()
+    foreign = False
+
+    class _V(cst.CSTVisitor):
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal foreign
+            func = node.func
+            qualified = resolve(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            if qualified is not None and (qualified.startswith("torch.") or qualified in _PY_CONVERSIONS
+                                          or qualified.startswith("builtins.")):
+                return
+            if isinstance(func, cst.Attribute):
+                root = func.value
+                while isinstance(root, (cst.Attribute, cst.Subscript, cst.Call)):
+                    root = root.func if isinstance(root, cst.Call) else root.value
+                key = key_of(root) if isinstance(root, cst.Name) else None
+                if key is not None and key != "self":
+                    receivers.add(key)
+                    return
+            foreign = True
+
+    value.visit(_V())
+    return not foreign, receivers
 
 
 def is_host_value(value: cst.BaseExpression, resolve) -> bool:

@@ -10,6 +10,8 @@ from ptlint.loops import SYNC_METHODS, LoopAwareRule, LoopFrame, key_of, value_k
 _BUILTINS = {"builtins.print": "print", "builtins.float": "float", "builtins.int": "int",
              "builtins.bool": "bool"}
 _DEVICE_HINT = re.compile(r"cuda|\bdevice\b|accelerator|\bfabric\b")
+_PARTIAL_LOSS = re.compile(r"loss", re.I)  # `d_real_loss`, `loss_G`, `losses`
+_NOT_A_LOSS = re.compile(r"weight|scale|fn|func|mask|factor|coef|config|type|lambda", re.I)
 
 
 def _has_sync_inside(node: cst.BaseExpression) -> bool:
@@ -164,16 +166,39 @@ def _tainted(hot: LoopFrame) -> tuple[set[str], set[str]]:
             if a.move and a.reads & computed and not a.targets <= computed:
                 computed |= a.targets
                 changed = True
-    # what the loss is computed from (the outputs), back through the loop's assignments
+    # names computed from the batch by tensor arithmetic alone (masks, noise
+    # schedules, timesteps) are inputs too, not outputs
+    inputs = {k for a in assigns for k in a.targets} - computed
+    changed = True
+    while changed:
+        changed = False
+        for a in assigns:
+            if a.targets <= inputs or not a.arithmetic:
+                continue
+            if all(_from_inputs(b, inputs, assigns) for b in assigns if b.targets & a.targets):
+                inputs |= a.targets
+                changed = True
+    computed -= inputs
+    # the outputs: what the loss is computed from directly, and what comes out of
+    # the same call (`logits, loss = model(x)`); partial losses (`d_loss = (real_loss
+    # + fake_loss) / 2`, names containing "loss") are followed back the same way
     seeds = set(hot.losses)
+    for a in assigns:
+        if a.targets & hot.losses and not a.host:
+            seeds |= a.targets
     work = list(seeds)
+    followed: set[str] = set()
     while work:
         key = work.pop()
+        if key in followed:
+            continue
+        followed.add(key)
         for a in assigns:
             if key in a.targets and not a.host:
                 for read in (a.reads & computed) - seeds:
                     seeds.add(read)
-                    work.append(read)
+                    if _PARTIAL_LOSS.search(read) and not _NOT_A_LOSS.search(read):
+                        work.append(read)
     # and everything computed from those
     tainted = set(seeds)
     changed = True
@@ -184,3 +209,13 @@ def _tainted(hot: LoopFrame) -> tuple[set[str], set[str]]:
                 tainted |= a.targets
                 changed = True
     return tainted, set(hot.losses) - host_names
+
+
+def _from_inputs(a, inputs: set[str], assigns) -> bool:
+    """An assignment of arithmetic on inputs and on names the loop never assigns."""
+    assigned = {k for b in assigns for k in b.targets}
+    if a.host:
+        return False
+    if a.move or a.fresh:
+        return True
+    return a.arithmetic and all(r in inputs or r not in assigned for r in a.reads | a.receivers)
