@@ -6,6 +6,7 @@ import libcst as cst
 from ptlint.fixers.arguments import keyword
 from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
+from ptlint.names import dotted
 from ptlint.rule import Rule
 
 _NO_GRAD = ("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
@@ -38,17 +39,6 @@ def _converts(value: cst.BaseExpression) -> bool:
     """`x.to(dtype)`, `x.half()`, `x.cuda()`: a new dtype, device or layout."""
     return (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
             and value.func.attr.value in _CONVERSIONS)
-
-
-def _dotted(node: cst.BaseExpression) -> str | None:
-    parts = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if not isinstance(node, cst.Name):
-        return None
-    parts.append(node.value)
-    return ".".join(reversed(parts))
 
 
 class ParameterDataWrite(Rule):
@@ -194,7 +184,7 @@ class ParameterDataWrite(Rule):
                 flag = keyword(value, "requires_grad")
                 holds = flag is not None and isinstance(flag.value, cst.Name) and flag.value.value == "True"
         for target in node.targets:
-            name = _dotted(target.target)
+            name = dotted(target.target)
             if name is None:
                 continue
             if holds:
@@ -207,7 +197,7 @@ class ParameterDataWrite(Rule):
     def _is_parameter(self, node: cst.BaseExpression) -> bool:
         if isinstance(node, cst.Attribute) and node.attr.value in _PARAM_ATTRS:
             return True
-        name = _dotted(node)
+        name = dotted(node)
         return name is not None and (name in self.params[-1] or name in self.params[0])
 
     # -- writes ---------------------------------------------------------------

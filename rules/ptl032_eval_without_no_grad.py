@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from ptlint.names import dotted
 from ptlint.rule import Rule
 
 _NO_GRAD = ("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
@@ -23,17 +24,6 @@ def _named_like_no_grad(node: cst.BaseExpression) -> bool:
     name = node.attr.value if isinstance(node, cst.Attribute) else (
         node.value if isinstance(node, cst.Name) else "")
     return "no_grad" in name or "inference_mode" in name
-
-
-def _dotted(node: cst.BaseExpression) -> str | None:
-    parts = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if not isinstance(node, cst.Name):
-        return None
-    parts.append(node.value)
-    return ".".join(reversed(parts))
 
 
 @dataclass
@@ -142,7 +132,7 @@ class EvalWithoutNoGrad(Rule):
         for scope, call in self.candidates:
             if scope.name is None or scope.name not in self.called_without_grad:
                 self.report(call, message=(
-                    f"`{_dotted(call.func)}` is called in evaluation mode without "
+                    f"`{dotted(call.func)}` is called in evaluation mode without "
                     "`torch.no_grad()`: every batch builds an autograd graph"))
 
     def _close(self, scope: _Scope) -> None:
@@ -248,7 +238,7 @@ class EvalWithoutNoGrad(Rule):
             if method in ("backward", "requires_grad_", "retain_grad"):
                 scope.wants_grad()
                 return
-            model = _dotted(func.value)
+            model = dotted(func.value)
             if model is not None and method in ("eval", "train") and \
                     not (method == "train" and node.args and _is_false(node.args[0].value)):
                 scope.events.append(("eval" if method == "eval" else "train", model, None))
@@ -256,7 +246,7 @@ class EvalWithoutNoGrad(Rule):
             if model is not None and method == "train":  # model.train(False)
                 scope.events.append(("eval", model, None))
                 return
-        model = _dotted(func)
+        model = dotted(func)
         if model is not None and qualified is None:
             call = node if self.loop_depth and not self.no_grad_depth else None
             scope.events.append(("call", model, call))

@@ -5,6 +5,7 @@ import libcst as cst
 
 from ptlint.fixers.arguments import keyword, with_keyword
 from ptlint.model import Safety
+from ptlint.names import dotted
 from ptlint.rule import Rule
 
 _LOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
@@ -114,7 +115,7 @@ class DataLoaderWithoutPinMemory(Rule):
         return 0, name
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        name = _dotted(node.targets[0].target) if len(node.targets) == 1 else None
+        name = dotted(node.targets[0].target) if len(node.targets) == 1 else None
         if name is not None:
             self.assigned[id(node.value)] = self._key(name, binding=True)
             if "torch.cuda." in cst.Module([]).code_for_node(node.value):
@@ -144,7 +145,7 @@ class DataLoaderWithoutPinMemory(Rule):
                 or keyword(node, "device") is not None
         if method == "type" and node.args:
             arg = node.args[0].value
-            return _dotted(arg) in self.cuda_types or ".cuda." in cst.Module([]).code_for_node(arg)
+            return dotted(arg) in self.cuda_types or ".cuda." in cst.Module([]).code_for_node(arg)
         return False
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -168,17 +169,6 @@ class DataLoaderWithoutPinMemory(Rule):
             # returned or passed on (or iterated under another name) counts when any does
             if name is None or name not in self.iterated or name in self.moved:
                 self.report(loader, replacement=with_keyword(loader, "pin_memory", "True"))
-
-
-def _dotted(node: cst.BaseExpression) -> str | None:
-    parts = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if not isinstance(node, cst.Name):
-        return None
-    parts.append(node.value)
-    return ".".join(reversed(parts))
 
 
 def _root(node: cst.BaseExpression) -> str | None:
@@ -208,7 +198,7 @@ def _names(target: cst.BaseExpression) -> set[str]:
 
 def _iterated(node: cst.BaseExpression) -> set[str]:
     """The loader(s) a `for` iterates: `loader`, `enumerate(loader)`, `tqdm(self.loader)`, `zip(a, b)`."""
-    name = _dotted(node)
+    name = dotted(node)
     if name is not None:
         return {name}
     if isinstance(node, cst.Call):
