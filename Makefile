@@ -18,10 +18,8 @@ demo: $(STAMP)
 	@echo "== ptlint on the bundled fixtures (findings expected: they are the rules' bad examples)"
 	-$(BIN)/ptlint check fixtures/ --no-cache --statistics
 	-$(BIN)/ptlint check fixtures/PTL001_loss_kept_with_graph/bad.py --no-cache
-	@if $(BIN)/ptlint verify --help >/dev/null 2>&1; then \
-		echo "== runtime companion: bad vs fixed fixtures"; \
-		$(BIN)/ptlint verify --device auto; \
-	fi
+	@echo "== runtime companion: each rule's bad vs fixed program (check, time, peak memory)"
+	$(BIN)/ptlint verify --device auto
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -44,7 +44,10 @@ def with_keyword(call: cst.Call, name: str, value: str | cst.BaseExpression) -> 
             args[-1] = last.with_changes(
                 comma=sibling if isinstance(sibling, cst.Comma) else cst.Comma(whitespace_after=_SPACE))
         else:
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=_SPACE))
+            # `f(a\n)`: the line break before `)` moves after the new argument
+            new = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=_SPACE),
+                                         whitespace_after_arg=_NONE)
     args.insert(at, new)
     return call.with_changes(args=args)
 
@@ -54,13 +57,93 @@ def without_keywords(call: cst.Call, *names: str) -> cst.Call:
     kept = [a for a in call.args if not (a.keyword is not None and a.keyword.value in names)]
     if len(kept) == len(call.args):
         return call
+    if not kept:
+        return call.with_changes(args=[], whitespace_before_args=_closing(call))
     if kept and kept[-1] is not call.args[-1]:
         # the old last argument is gone: the new last one takes its trailing comma (or none)
         kept[-1] = kept[-1].with_changes(comma=call.args[-1].comma)
     return call.with_changes(args=kept)
 
 
+def _has_comment(ws: cst.BaseParenthesizableWhitespace) -> bool:
+    if not isinstance(ws, cst.ParenthesizedWhitespace):
+        return False
+    lines = [ws.first_line, *ws.empty_lines]
+    return any(line.comment is not None for line in lines)
+
+
+def _closing(call: cst.Call) -> cst.BaseParenthesizableWhitespace:
+    """The whitespace between `(` and `)` once every argument is gone: nothing,
+    unless a comment sits after `(`; then `)` goes where it was."""
+    before = call.whitespace_before_args
+    if not _has_comment(before):
+        return cst.SimpleWhitespace("")
+    last = call.args[-1]
+    end = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else last.whitespace_after_arg
+    if isinstance(end, cst.ParenthesizedWhitespace):
+        return before.with_changes(indent=end.indent, last_line=end.last_line)
+    return before
+
+
 def positional(call: cst.Call, index: int) -> cst.Arg | None:
     """The `index`-th positional argument (no keyword, no star), or None."""
     plain = [a for a in call.args if a.keyword is None and not a.star]
     return plain[index] if index < len(plain) else None
+
+
+def prepend_argument(call: cst.Call, value: str | cst.BaseExpression) -> cst.Call:
+    """`call` with `value` as a new first positional argument: `f(a, k=1)` → `f(value, a, k=1)`;
+    an argument list that starts on its own line gets the new argument on its own line."""
+    if not call.args:
+        return call.with_changes(args=[cst.Arg(value=_expr(value))])
+    after = call.whitespace_before_args
+    if isinstance(after, cst.ParenthesizedWhitespace):  # on the next line, without the comment
+        after = after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=())
+    else:  # one line: `f(value, a)`
+        after = _SPACE
+    first = cst.Arg(value=_expr(value), comma=cst.Comma(whitespace_after=after))
+    return call.with_changes(args=[first, *call.args])
+
+
+def positionals_as_keywords(call: cst.Call, names: list[str] | tuple[str, ...]) -> cst.Call | None:
+    """`call` with its leading positional arguments passed by keyword, the i-th as
+    `names[i]`: `f(a, b, k=1)` with ("x", "y") → `f(x=a, y=b, k=1)`. None when a
+    positional argument has no name to take or `*args` is among them."""
+    args = list(call.args)
+    for i, arg in enumerate(args):
+        if arg.keyword is not None or arg.star == "**":
+            break
+        if arg.star or i >= len(names):
+            return None
+        args[i] = arg.with_changes(
+            keyword=cst.Name(names[i]),
+            equal=cst.AssignEqual(whitespace_before=_NONE, whitespace_after=_NONE),
+        )
+    return call.with_changes(args=args)
+
+
+def argument(call: cst.Call, name: str, index: int | None = None) -> cst.Arg | None:
+    """The argument bound to parameter `name`: the `name=` keyword, else the
+    `index`-th plain positional argument (when `index` is given), else None.
+    Positions after a `*args` are unknown, so they give None."""
+    found = keyword(call, name)
+    if found is not None or index is None:
+        return found
+    for i, arg in enumerate(call.args):
+        if arg.keyword is not None or arg.star == "**":
+            break
+        if arg.star:
+            return None
+        if i == index:
+            return arg
+    return None
+
+
+def renamed_keywords(call: cst.Call, names: dict[str, str]) -> cst.Call:
+    """`call` with keyword arguments renamed (`{"input": "A"}`)."""
+    args = [
+        a.with_changes(keyword=cst.Name(names[a.keyword.value]))
+        if a.keyword is not None and a.keyword.value in names else a
+        for a in call.args
+    ]
+    return call.with_changes(args=args)

@@ -14,6 +14,11 @@ def replace_attribute(node: cst.Attribute, name: str) -> cst.Attribute:
     return node.with_changes(attr=cst.Name(name))
 
 
-def method_call(receiver: cst.BaseExpression, method: str, *args: cst.Arg) -> cst.Call:
-    """`receiver.method(*args)`."""
-    return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)), args=args)
+
+
+def called(node: cst.BaseExpression) -> cst.Call:
+    """`node()`: the expression called with no arguments (`torch.no_grad` → `torch.no_grad()`)."""
+    lpar, rpar = getattr(node, "lpar", ()), getattr(node, "rpar", ())
+    if lpar:  # `(torch.no_grad)` → `(torch.no_grad())`
+        node = node.with_changes(lpar=[], rpar=[])
+    return cst.Call(func=node, lpar=lpar, rpar=rpar)

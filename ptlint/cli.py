@@ -12,7 +12,7 @@ from typing import Sequence
 
 from ptlint import __version__
 
-COMMANDS = ("check", "rule", "rules", "clean")
+COMMANDS = ("check", "rule", "rules", "clean", "verify")
 
 
 def _codes(text: str) -> list[str]:
@@ -48,6 +48,9 @@ def _check_parser(sub: argparse._SubParsersAction) -> None:
                      metavar="GLOBS")
     run.add_argument("--extend-include", type=_codes, action="extend", default=None,
                      metavar="GLOBS")
+    run.add_argument("--force-exclude", action="store_true", default=None,
+                     help="apply exclude rules to files named on the command line too "
+                          "(for pre-commit, which passes every file by name)")
     run.add_argument("-j", "--jobs", type=int, default=None, help="processes (default: all cores)")
     run.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
 
@@ -66,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--output-format", choices=("full", "json"), default="full")
     clean = sub.add_parser("clean", help="remove the result cache")
     clean.add_argument("--config", type=Path)
+    from ptlint import verify  # torch-free at import: it imports torch only when it runs
+
+    verify.add_arguments(sub.add_parser(
+        "verify", help="run rules' bad and fixed programs: check, time, measure memory"))
     return parser
 
 
@@ -85,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_rules(args.output_format)
         if args.command == "clean":
             return cmd_clean(args)
+        if args.command == "verify":
+            from ptlint import verify
+
+            return verify.main(args)
         return cmd_check(args)
     except KeyboardInterrupt:
         print("ptlint: interrupted", file=sys.stderr)
@@ -139,7 +150,7 @@ def cmd_rules(fmt: str) -> int:
     rules = list(registry().values())
     if fmt == "json":
         print(json.dumps([{
-            "code": r.code, "name": r.name, "message": r.message, "fix": fix_label(r),
+            "code": r.code, "name": r.name, "message": r.description(), "fix": fix_label(r),
             "default": r.default_enabled, "summary": r.summary(), "url": r.url(),
         } for r in rules], indent=2))
         return 0
@@ -147,11 +158,12 @@ def cmd_rules(fmt: str) -> int:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("code", "name", "fix", "default", "summary"):
-        table.add_column(column, overflow="fold")
+    for column in ("code", "name", "fix", "default"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("finds", overflow="fold")
     for r in rules:
         table.add_row(r.code, r.name, fix_label(r), "on" if r.default_enabled else "off",
-                      r.summary())
+                      r.description().replace("`", ""))
     Console(soft_wrap=False, highlight=False).print(table)
     return 0
 
@@ -178,7 +190,7 @@ def _settings(args: argparse.Namespace, anchor: Path):
         "select": args.select, "extend_select": args.extend_select, "ignore": args.ignore,
         "fixable": args.fixable, "unfixable": args.unfixable,
         "unsafe_fixes": args.unsafe_fixes, "output_format": args.output_format,
-        "torch_version": args.torch_version,
+        "torch_version": args.torch_version, "force_exclude": args.force_exclude,
     }
     config = args.config
     if config is not None and not config.is_file():
@@ -292,7 +304,11 @@ def _stdin(args: argparse.Namespace, job) -> "tuple[Outcome, bytes]":
 def _sources(findings, outcomes) -> dict[str, str]:
     from ptlint.textio import read_source
 
-    sources = {out.path: out.text for out in outcomes if out.text is not None}
+    from ptlint.output import source_key
+
+    sources = {out.path: out.text for out in outcomes if out.text is not None and not out.cells}
+    for out in outcomes:  # notebooks: each cell's source
+        sources.update((source_key(out.path, i), text) for i, text in out.cells.items())
     for f in findings:
         if f.path not in sources and f.cell is None:
             try:

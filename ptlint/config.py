@@ -44,6 +44,7 @@ class Settings:
     output_format: str = "full"
     torch_version: Any = None  # packaging Version; None: installed torch, else newest known
     respect_gitignore: bool = True
+    force_exclude: bool = False  # apply excludes to files named on the command line too
     cache_dir: str = ".ptlint_cache"
     root: Path = field(default_factory=Path.cwd)  # the folder of the config file (or cwd)
     config_path: Path | None = None
@@ -86,11 +87,13 @@ class Settings:
         ignored = self._ignored_for(path)
         return [r for r in self.rules if r.code not in ignored]
 
+    @cached_property
+    def _syntax_errors(self) -> bool:
+        return "PTL000" not in set(expand(self.ignore, "ignore", allow_syntax=True))
+
     def is_enabled(self, code: str, path: str) -> bool:
         if code == "PTL000":
-            return code not in self._ignored_for(path) and "PTL000" not in set(
-                expand(self.ignore, "ignore", allow_syntax=True)
-            )
+            return self._syntax_errors and code not in self._ignored_for(path)
         return code in self.enabled_codes and code not in self._ignored_for(path)
 
     def _version_ok(self, rule: type[Rule]) -> bool:
@@ -125,7 +128,8 @@ class Settings:
 
     def fingerprint(self) -> str:
         """What the cache key must change with."""
-        return repr((sorted(self.enabled_codes), sorted(self.per_file_ignores.items()),
+        return repr((sorted(self.enabled_codes), self._syntax_errors,
+                     sorted(self.per_file_ignores.items()), str(self.root),
                      str(self.torch_version), self.extend_safe_fixes, self.extend_unsafe_fixes))
 
 

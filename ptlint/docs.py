@@ -37,7 +37,7 @@ def rules_table() -> str:
         rows.append(
             f"| [{rule.code}](docs/rules.md#{rule.code.lower()}) | `{rule.name}` | "
             f"{fix_label(rule)} | {'on' if rule.default_enabled else 'off'} | "
-            f"{rule.message} |"
+            f"{rule.description()} |"
         )
     return "\n".join(rows)
 

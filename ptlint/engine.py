@@ -6,10 +6,12 @@ import bisect
 import re
 import time
 import warnings
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 from libcst.metadata import (
     MetadataWrapper,
     PositionProvider,
@@ -20,6 +22,7 @@ from ptlint.model import SYNTAX_ERROR, Edit, Finding, Fix, Position, Span
 from ptlint.names import NameResolver, ScopeExit
 from ptlint.rule import Context, Report, Rule
 from ptlint.textio import line_starts, line_text
+from ptlint.walk import child_fields, walk
 
 if TYPE_CHECKING:
     from ptlint.config import Settings
@@ -230,6 +233,16 @@ def lint_text(
         rules = [r for r in rules if r.code not in file_noqa]
     clock = time.perf_counter
     t0 = clock()
+    if not rules:
+        # No rule needs this file: CPython's own parser (several times cheaper
+        # than LibCST's) is enough to report a syntax error.
+        if settings.is_enabled("PTL000", path):
+            verdict = _python_verdict(text)
+            if verdict is not None:
+                result.findings.append(_syntax_finding(path, *verdict))
+        if timings is not None:
+            timings["syntax check only"] = timings.get("syntax check only", 0.0) + clock() - t0
+        return result
     problem = _too_deep(text, path)
     if problem is None:
         try:
@@ -244,8 +257,6 @@ def lint_text(
         return result
     if timings is not None:
         timings["parse"] = timings.get("parse", 0.0) + clock() - t0
-    if not rules:
-        return result
 
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     names = NameResolver()
@@ -259,7 +270,11 @@ def lint_text(
             result.errors.append(f"{path}: internal error in {rule.code}: {one_line(exc)}")
     t0 = clock()
     try:
-        wrapper.visit_batched([names, *instances, ScopeExit(names)])
+        with ExitStack() as stack:
+            for rule in instances:
+                if rule.get_inherited_dependencies():
+                    stack.enter_context(rule.resolve(wrapper))
+            walk(module, [names, *instances, ScopeExit(names)])
     except RecursionError:
         result.errors.append(f"{path}: too deeply nested for the rules; file skipped")
         return result
@@ -325,6 +340,7 @@ def _build_findings(
     of its rule, and the other reports still count."""
     positions = wrapper.resolve(PositionProvider)
     inclusive = None
+    indents: dict[int, tuple[str, ...]] | None = None
     findings = []
     for report in reports:
         code = report.rule.code
@@ -337,9 +353,11 @@ def _build_findings(
                 if inclusive is None:
                     inclusive = wrapper.resolve(WhitespaceInclusivePositionProvider)
                 edits = []
+                if indents is None:  # one walk for every edit of the file
+                    indents = block_indents(module, (o for r in reports for o, _ in r.edits))
                 for old, new in report.edits:
                     span = inclusive[old]
-                    content = "" if new is None else module.code_for_node(new)
+                    content = "" if new is None else _edit_content(module, old, new, span, indents)
                     edits.append(Edit(_position(span.start), _position(span.end), content))
                 fix = Fix(
                     title=report.fix_title or "Apply the fix",
@@ -368,12 +386,68 @@ def _build_findings(
     return findings
 
 
+def block_indents(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, tuple[str, ...]]:
+    """The indentation of the block each of `nodes` sits in (by `id`), found in
+    one walk of the module."""
+    wanted = {id(n) for n in nodes}
+    found: dict[int, tuple[str, ...]] = {}
+    tokens: list[str] = []
+    stack: list[tuple[cst.CSTNode, bool]] = [(module, False)]
+    node_type = cst.CSTNode
+    while stack and len(found) < len(wanted):
+        node, leaving = stack.pop()
+        if leaving:
+            tokens.pop()
+            continue
+        if id(node) in wanted:
+            found[id(node)] = tuple(tokens)
+        if isinstance(node, cst.IndentedBlock):
+            tokens.append(module.default_indent if node.indent is None else node.indent)
+            stack.append((node, True))
+        children: list[cst.CSTNode] = []
+        for name in child_fields(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, node_type):
+                children.append(value)
+            elif isinstance(value, (list, tuple)):
+                children.extend(v for v in value if isinstance(v, node_type))
+        stack.extend((child, False) for child in reversed(children))
+    return found
+
+
+def _edit_content(module: cst.Module, old: cst.CSTNode, new: cst.CSTNode, span: object,
+                  indents: dict[int, tuple[str, ...]] | None = None) -> str:
+    """The text of `new` in place of `old`. A node printed on its own loses the
+    indentation of its block on continuation lines (`ParenthesizedWhitespace`
+    with `indent=True`) and in nested blocks, so a replacement that spans lines
+    is printed with the indentation of the block `old` sits in."""
+    content = module.code_for_node(new)
+    if "\n" not in content and "\r" not in content:
+        return content
+    if indents is None or id(old) not in indents:
+        indents = block_indents(module, [old])
+    state = CodegenState(default_indent=module.default_indent,
+                         default_newline=module.default_newline,
+                         indent_tokens=list(indents.get(id(old), ())))
+    new._codegen(state)
+    return "".join(state.tokens)
+
+
 # -- fixing -----------------------------------------------------------------
-def apply_edits(text: str, edits: Iterable[Edit]) -> str:
+def offsets(text: str):
+    """A function from a position in `text` to its index."""
     starts = line_starts(text)
 
     def offset(pos: Position) -> int:
+        if pos.line > len(starts):  # the end of a file without a final line break
+            return len(text)
         return starts[pos.line - 1] + pos.column
+
+    return offset
+
+
+def apply_edits(text: str, edits: Iterable[Edit]) -> str:
+    offset = offsets(text)
 
     out, last = [], 0
     for edit in sorted(edits):
@@ -460,10 +534,7 @@ def _apply(text: str, fixes: Sequence[Fix]) -> str | None:
 def _fix_key(text: str, finding: Finding) -> tuple:
     """What identifies a fix across passes: its rule, the text it replaces and the
     text it puts in (positions move when other fixes add lines above it)."""
-    starts = line_starts(text)
-
-    def offset(pos: Position) -> int:
-        return starts[pos.line - 1] + pos.column
+    offset = offsets(text)
 
     assert finding.fix is not None
     return finding.code, tuple(

@@ -79,7 +79,10 @@ def discover(paths: list[str], settings: Settings) -> Discovery:
     for raw in paths:
         path = Path(raw)
         if path.is_file():
-            add(path)  # named explicitly: always linted
+            # named explicitly: linted unless --force-exclude asks to apply the excludes
+            if not (settings.force_exclude and (settings.excluded(path.absolute()) or (
+                    settings.respect_gitignore and ignores.ignored(path.absolute(), False)))):
+                add(path)
             continue
         if not path.is_dir():
             found.errors.append(f"{raw}: {_not_found(path)}")

@@ -15,6 +15,8 @@ from typing import Iterator
 
 import libcst as cst
 
+from ptlint.walk import Visitor
+
 _BUILTINS = frozenset(dir(builtins))
 _LOCAL = ""  # a binding that is not an import: shadows whatever was imported
 
@@ -55,7 +57,7 @@ def _import_module(node: cst.ImportFrom) -> str | None:
     return dotted(node.module)
 
 
-class NameResolver(cst.BatchableCSTVisitor):
+class NameResolver(Visitor):
     """Scope stack plus the visit/leave hooks that maintain it."""
 
     def __init__(self) -> None:
@@ -186,17 +188,26 @@ class NameResolver(cst.BatchableCSTVisitor):
         self.bind(node.name.value)
         self._push(is_class=True)
 
-    def _visit_comprehension(self, node: cst.CSTNode) -> None:
+    # one method each, not aliases of one helper: LibCST's `get_visitors` keeps
+    # a method only when its `__name__` starts with `visit_`/`leave_`
+    def visit_ListComp(self, node: cst.ListComp) -> None:
         self._push()
 
-    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension
+    def visit_SetComp(self, node: cst.SetComp) -> None:
+        self._push()
+
+    def visit_DictComp(self, node: cst.DictComp) -> None:
+        self._push()
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._push()
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
         for name in _target_names(node.target):
             self.bind(name)
 
 
-class ScopeExit(cst.BatchableCSTVisitor):
+class ScopeExit(Visitor):
     """The leave hooks of the resolver; the engine runs them after every rule."""
 
     def __init__(self, resolver: NameResolver) -> None:
@@ -206,5 +217,25 @@ class ScopeExit(cst.BatchableCSTVisitor):
     def _pop(self, node: cst.CSTNode) -> None:
         self.resolver.scopes.pop()
 
-    leave_FunctionDef = leave_Lambda = leave_ClassDef = _pop
-    leave_ListComp = leave_SetComp = leave_DictComp = leave_GeneratorExp = _pop
+    # named methods, not aliases of `_pop`: LibCST's `get_visitors` drops a
+    # method whose `__name__` does not start with `leave_`
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._pop(node)
+
+    def leave_Lambda(self, node: cst.Lambda) -> None:
+        self._pop(node)
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        self._pop(node)
+
+    def leave_ListComp(self, node: cst.ListComp) -> None:
+        self._pop(node)
+
+    def leave_SetComp(self, node: cst.SetComp) -> None:
+        self._pop(node)
+
+    def leave_DictComp(self, node: cst.DictComp) -> None:
+        self._pop(node)
+
+    def leave_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._pop(node)

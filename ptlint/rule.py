@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Sequence
 import libcst as cst
 
 from ptlint.model import Safety
+from ptlint.walk import Visitor
 
 if TYPE_CHECKING:
     from ptlint.names import NameResolver
@@ -49,7 +50,7 @@ def _kebab(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", name).lower()
 
 
-class Rule(cst.BatchableCSTVisitor):
+class Rule(Visitor):
     """Base class of every rule: a batchable LibCST visitor.
 
     Subclasses set the class attributes below and report with `self.report`.
@@ -133,14 +134,21 @@ class Rule(cst.BatchableCSTVisitor):
         return match.group(1).strip() if match else None
 
     @classmethod
+    def description(cls) -> str:
+        """One line for tables: the message, or where the message is a template
+        filled in per finding, the first sentence of `What it does`."""
+        if "{" not in cls.message:
+            return cls.message
+        return cls.summary().split(". ")[0].rstrip(".")
+
+    @classmethod
     def summary(cls) -> str:
         text = cls.doc_section("What it does") or cls.message
         return " ".join(text.split("\n\n", 1)[0].split())
 
     # -- isolation: a rule that raises must not take the others down ---------
     def get_visitors(self) -> dict[str, Callable[[cst.CSTNode], None]]:
-        visitors = super().get_visitors()
-        return {name: _guarded(self, fn) for name, fn in visitors.items()}
+        return {name: _guarded(self, fn) for name, fn in super().get_visitors().items()}
 
 
 class RuleError(Exception):

@@ -10,6 +10,7 @@ import re
 import shutil
 import signal
 import tempfile
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ class Outcome:
     diff: str | None = None
     new_text: str | None = None  # stdin with --fix: what to print
     timings: dict[str, float] = field(default_factory=dict)
+    cells: dict[int, str] = field(default_factory=dict)  # notebooks: cell index -> source
 
 
 @dataclass
@@ -85,7 +87,10 @@ def process_text(path: str, text: str, job: Job) -> Outcome:
     if job.mode == "check":
         result = lint_text(text, path, job.settings, timings=timings)
         return Outcome(path, result.findings, result.errors, text, timings=timings or {})
+    started = time.perf_counter()
     fixed = fix_text(text, path, job.settings, unsafe=job.unsafe)
+    if timings is not None:
+        timings["fix (all passes)"] = time.perf_counter() - started
     out = Outcome(path, fixed.result.findings, fixed.result.errors, fixed.text,
                   fixed=fixed.applied, timings=timings or {})
     if fixed.text != text:
@@ -163,10 +168,12 @@ def clean(settings: Settings) -> bool:
 
 def process_file(path: Path, job: Job) -> Outcome:
     name = str(path)
+    started = time.perf_counter()
     try:
         data = path.read_bytes()
     except OSError as exc:
         return Outcome(name, errors=[f"{name}: cannot read: {exc.strerror or exc}"])
+    read = time.perf_counter() - started
     if path.suffix == ".ipynb":
         from ptlint import notebook
 
@@ -184,6 +191,8 @@ def process_file(path: Path, job: Job) -> Outcome:
     except DecodeError as exc:
         return Outcome(name, [_decode_error(name, exc)] if job.settings.is_enabled("PTL000", name) else [])
     out = process_text(name, source.text, job)
+    if job.timings:
+        out.timings["read"] = read + out.timings.get("read", 0.0)
     if cache and not out.errors and out.new_text is None:
         cache.put(key, out.findings)
     if job.mode == "fix" and out.new_text is not None:

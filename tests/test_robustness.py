@@ -75,8 +75,10 @@ ZOO: dict[str, bytes] = {
     "empty.py": b"",
     "deep_parens.py": ("x = " + "(" * 1000 + "1" + ")" * 1000 + "\n").encode(),
     "long_sum.py": ("x = " + "+".join(["a"] * 100_000) + "\n").encode(),
-    # (mentions DataParallel so that PTL102 needs the file parsed)
-    "deep_subscripts.py": ("import torch\nx = a" + "[0]" * 600 + "\nP = torch.nn.DataParallel\n").encode(),
+    # it mentions DataParallel, so a rule needs it parsed (a file no rule needs
+    # only gets CPython's syntax check, which accepts it)
+    "deep_subscripts.py": ("import torch\nx = a" + "[0]" * 600
+                           + "\nm = torch.nn.DataParallel(m)\n").encode(),
     "x.py/inside.py": DP.encode(),  # a directory named x.py
 }
 

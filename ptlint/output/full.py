@@ -30,7 +30,7 @@ def _quote(line: str, column: int) -> tuple[str, int]:
 
 
 def render(findings: list[Finding], sources: Mapping[str, str]) -> Group:
-    from ptlint.output import location
+    from ptlint.output import location, source_key
 
     parts: list[Text] = []
     starts_cache: dict[str, list[int]] = {}
@@ -41,9 +41,10 @@ def render(findings: list[Finding], sources: Mapping[str, str]) -> Group:
         head.append(f.code, style="bold red")
         head.append(f" {f.message}")
         parts.append(head)
-        text = sources.get(f.path)
+        key = source_key(f.path, f.cell)
+        text = sources.get(key)
         if text is not None:
-            starts = starts_cache.setdefault(f.path, line_starts(text))
+            starts = starts_cache.setdefault(key, line_starts(text))
             first, last = f.span.start.line, f.span.end.line
             shown = list(range(first, min(last, first + MAX_LINES - 1) + 1))
             width = len(str(shown[-1]))

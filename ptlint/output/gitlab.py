@@ -10,13 +10,17 @@ from ptlint.textio import line_starts, line_text
 
 
 def render(findings: list[Finding], sources: Mapping[str, str]) -> str:
+    from ptlint.output import source_key
+
     out = []
     seen: dict[str, int] = {}
     starts: dict[str, list[int]] = {}
     for f in findings:
-        text = sources.get(f.path, "")
-        line = line_text(text, starts.setdefault(f.path, line_starts(text)), f.span.start.line)
-        base = hashlib.sha256(f"{f.path}\0{f.code}\0{f.cell}\0{line.strip()}".encode("utf-8", "surrogatepass")).hexdigest()
+        key = source_key(f.path, f.cell)
+        text = sources.get(key, "")
+        line = line_text(text, starts.setdefault(key, line_starts(text)), f.span.start.line)
+        identity = f"{f.path}\0{f.code}\0{f.cell}\0{line.strip()}"
+        base = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()
         n = seen.get(base, 0)
         seen[base] = n + 1
         fingerprint = base if n == 0 else hashlib.sha256(f"{base}{n}".encode()).hexdigest()

@@ -16,7 +16,7 @@ def _rule(rule: Any) -> dict[str, Any]:
     return {
         "id": rule.code,
         "name": rule.name,
-        "shortDescription": {"text": rule.message.replace("`", "")},
+        "shortDescription": {"text": rule.description().replace("`", "")},
         "fullDescription": {"text": rule.summary().replace("`", "")},
         "help": {"text": rule.documentation(), "markdown": rule.documentation()},
         "helpUri": rule.url(),

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Benchmark ptlint against TorchFix and the LibCST parse floor on real code.
+
+    python bench/bench.py /path/to/corpus [/path/to/other ...] [--runs 3] [--jobs 2]
+
+Both tools get exactly the same `.py` files (listed once, passed explicitly).
+Runs alternate: ptlint cold (empty cache), ptlint warm (cache from the cold
+run), TorchFix (installed from PyPI into its own virtualenv by this script),
+and the floor: LibCST parsing only the files ptlint has to parse, with the
+same number of processes. It then prints the scaling series: subsets of the
+corpus, and synthetic single files of growing size.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SKIP_DIRS = {".git", ".venv", "venv", "build", "dist", "__pycache__", "node_modules", "site-packages"}
+
+
+@dataclass
+class Sample:
+    wall: float
+    cpu: float
+    rss_mb: float
+
+
+@dataclass
+class Series:
+    name: str
+    samples: list[Sample] = field(default_factory=list)
+
+    def median(self, attr: str = "wall") -> float:
+        return statistics.median(getattr(s, attr) for s in self.samples)
+
+    def row(self, lines: int, torchfix: float | None, floor: float | None) -> str:
+        walls = [s.wall for s in self.samples]
+        med = self.median()
+        cells = [
+            self.name, f"{med:.2f}", f"{min(walls):.2f}", f"{max(walls):.2f}",
+            f"{self.median('cpu'):.2f}", f"{max(s.rss_mb for s in self.samples):.0f}",
+            f"{lines / med:,.0f}",
+            f"{torchfix / med:.1f}x" if torchfix else "-",
+            f"{med / floor:.2f}" if floor else "-",
+        ]
+        return "| " + " | ".join(cells) + " |"
+
+
+def measure(cmd: list[str], cwd: Path | None = None, env: dict | None = None) -> Sample:
+    """Wall, CPU (user+sys of the process and its children) and peak RSS of one run."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{cmd[0]} failed ({proc.returncode}):\n{err[-2000:]}")
+    return Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+
+
+def python_files(roots: list[Path]) -> list[Path]:
+    out = []
+    for root in roots:
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+            out.extend(Path(folder) / f for f in sorted(files) if f.endswith(".py"))
+    return out
+
+
+def count_lines(files: list[Path]) -> int:
+    return sum(p.read_bytes().count(b"\n") for p in files)
+
+
+def torchfix_bin() -> Path:
+    venv = Path(os.environ.get("PTLINT_BENCH_TORCHFIX_VENV",
+                               Path.home() / ".cache" / "ptlint-bench" / "torchfix"))
+    exe = venv / "bin" / "torchfix"
+    if not exe.exists():
+        print(f"installing TorchFix into {venv} ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "torchfix"], check=True)
+    return exe
+
+
+def ptlint_cmd() -> list[str]:
+    exe = Path(sys.executable).parent / "ptlint"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "ptlint"]
+
+
+FLOOR = r"""
+import sys
+from concurrent.futures import ProcessPoolExecutor
+import libcst as cst
+from ptlint.config import Settings, validate
+from ptlint.engine import active_rules
+from ptlint.textio import decode
+
+def parse(path):
+    text = decode(open(path, "rb").read()).text
+    if not active_rules(text, RULES):
+        return 0
+    try:
+        cst.parse_module(text)
+    except Exception:
+        pass
+    return 1
+
+settings = Settings(); validate(settings)
+RULES = settings.rules
+files = open(sys.argv[2]).read().split("\n")
+with ProcessPoolExecutor(int(sys.argv[1])) as pool:
+    parsed = sum(pool.map(parse, files, chunksize=8))
+print(parsed, file=sys.stderr)
+"""
+
+
+def run_floor(jobs: int, listing: Path) -> Sample:
+    return measure([sys.executable, "-c", FLOOR, str(jobs), str(listing)])
+
+
+def synthetic(lines: int, source: str, dest: Path) -> Path:
+    """A single file of about `lines` lines: `source` repeated, names made unique."""
+    chunk = source.rstrip("\n") + "\n"
+    per = chunk.count("\n")
+    parts = []
+    for i in range(max(1, lines // per)):
+        parts.append(chunk.replace("def ", f"def v{i}_").replace("class ", f"class V{i}_"))
+    dest.write_text("".join(parts))
+    return dest
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("corpus", nargs="+", type=Path)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--no-torchfix", action="store_true")
+    ap.add_argument("--no-scaling", action="store_true")
+    args = ap.parse_args()
+
+    files = python_files(args.corpus)
+    lines = count_lines(files)
+    work = Path(tempfile.mkdtemp(prefix="ptlint-bench-"))
+    listing = work / "files.txt"
+    listing.write_text("\n".join(str(p) for p in files))
+    names = [str(p) for p in files]
+    ptlint = [*ptlint_cmd(), "check", "--output-format", "concise", "--exit-zero",
+              "--jobs", str(args.jobs)]
+    cache = work / ".ptlint_cache"
+
+    print(f"# ptlint benchmark\n")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"jobs: {args.jobs}; runs: {args.runs}")
+    for root in args.corpus:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+        print(f"corpus: {root}" + (f" @ {commit}" if commit else ""))
+    print(f"files: {len(files)}, lines: {lines:,}\n")
+
+    cold, warm, tfix, floor = Series("ptlint cold"), Series("ptlint warm"), Series("TorchFix"), Series("parse floor")
+    tf = None if args.no_torchfix else torchfix_bin()
+    for run in range(args.runs):
+        shutil.rmtree(cache, ignore_errors=True)
+        cold.samples.append(measure([*ptlint, *names], cwd=work))
+        warm.samples.append(measure([*ptlint, *names], cwd=work))
+        floor.samples.append(run_floor(args.jobs, listing))
+        if tf is not None:
+            tfix.samples.append(measure([str(tf), "-j", str(args.jobs), *names], cwd=work))
+        print(f"run {run + 1}/{args.runs} done", file=sys.stderr)
+
+    tf_med = tfix.median() if tfix.samples else None
+    fl_med = floor.median()
+    print("| tool | wall s (median) | min | max | CPU s | peak RSS MB | lines/s | vs TorchFix | vs floor |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for series in (cold, warm, floor, tfix):
+        if series.samples:
+            print(series.row(lines, tf_med, fl_med))
+    print(f"\nwarm run is {cold.median() / warm.median():.0f}x faster than cold")
+
+    if not args.no_scaling:
+        print("\n## Scaling: subsets of the corpus (ptlint cold, no cache)\n")
+        print("| share | files | lines | wall s | lines/s |")
+        print("| --- | --- | --- | --- | --- |")
+        for share in (0.25, 0.5, 1.0):
+            subset = files[: max(1, int(len(files) * share))]
+            n = count_lines(subset)
+            t = statistics.median(measure([*ptlint, "--no-cache", *map(str, subset)], cwd=work).wall
+                                  for _ in range(max(1, args.runs // 2)))
+            print(f"| {share:.0%} | {len(subset)} | {n:,} | {t:.2f} | {n / t:,.0f} |")
+        print("\n## Scaling: one synthetic file of growing size (ptlint, one process)\n")
+        print("| lines | wall s | µs per line |")
+        print("| --- | --- | --- |")
+        seed = (ROOT / "fixtures").glob("PTL*/bad.py")
+        source = "\n".join(p.read_text() for p in sorted(seed))
+        empty = measure([*ptlint, "--no-cache", "--jobs", "1", str(synthetic(1, "x = 1\n", work / "tiny.py"))], cwd=work).wall
+        for size in (1_000, 5_000, 20_000, 50_000):
+            path = synthetic(size, source, work / f"synthetic_{size}.py")
+            n = count_lines([path])
+            t = statistics.median(
+                measure([*ptlint, "--no-cache", "--jobs", "1", str(path)], cwd=work).wall
+                for _ in range(max(1, args.runs // 2)))
+            print(f"| {n:,} | {t:.2f} | {(t - empty) / n * 1e6:.0f} |")
+        print(f"\n(start-up of one ptlint process on an empty file: {empty:.2f} s, subtracted per line)")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Edits and tests on expressions."""
+from __future__ import annotations
+
+import libcst as cst
+
+# Nodes that can be the receiver of `.method()` or the operand of a unary `-`
+# without parentheses.
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString,
+          cst.ConcatenatedString, cst.FormattedString, cst.Integer, cst.Float, cst.Imaginary,
+          cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp, cst.SetComp, cst.DictComp,
+          cst.GeneratorExp)
+
+
+def is_one(node: cst.BaseExpression) -> bool:
+    """The literal `1` or `1.0` (any spelling of one: `1.`, `1.00`)."""
+    if isinstance(node, cst.Integer):
+        return node.evaluated_value == 1
+    if isinstance(node, cst.Float):
+        return node.evaluated_value == 1.0
+    return False
+
+
+def parenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`node`, in parentheses unless it is an atom (or already has them)."""
+    if node.lpar or isinstance(node, _ATOMS):
+        return node
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def bare(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`node` without its own parentheses (for use as a call argument)."""
+    return node.with_changes(lpar=[], rpar=[]) if node.lpar else node
+
+
+def negated(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`-node`, parenthesizing `node` where needed; `-(-x)` becomes `x`."""
+    if (isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)
+            and not node.lpar):
+        return node.expression
+    if isinstance(node, (cst.Integer, cst.Float)) or node.lpar or isinstance(node, _ATOMS):
+        return cst.UnaryOperation(operator=cst.Minus(), expression=node)
+    return cst.UnaryOperation(operator=cst.Minus(), expression=parenthesized(node))
+
+
+# Expressions that `.attr` binds to as a whole (not a bare number: `1.x`; not
+# implicitly concatenated strings: `"a" "b".x`; not a tuple without parentheses).
+_RECEIVERS = (
+    cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cst.FormattedString,
+    cst.List, cst.Dict, cst.Set, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp,
+)
+
+
+def as_receiver(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`expr`, parenthesized when `expr.attr` would bind to only part of it
+    (`a + b`, `-x`, `1`, `x if c else y`, an unparenthesized tuple)."""
+    if expr.lpar or isinstance(expr, _RECEIVERS):
+        return expr
+    return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def call_method(receiver: cst.BaseExpression, method: str, *args: cst.Arg) -> cst.Call:
+    """`receiver.method(*args)`, parenthesizing the receiver where needed:
+    `loss` → `loss.detach()`, `loss * n` → `(loss * n).detach()`."""
+    return cst.Call(func=cst.Attribute(value=as_receiver(receiver), attr=cst.Name(method)),
+                    args=args)
+
+
+def wrapped_in_call(expr: cst.BaseExpression, dotted: str) -> cst.Call:
+    """`dotted(expr)`: `model.state_dict()` → `copy.deepcopy(model.state_dict())`.
+    Parentheses around `expr` become redundant and are dropped (except around a
+    tuple or a yield, which need them)."""
+    redundant = expr.lpar and not isinstance(expr, (cst.Tuple, cst.Yield))
+    inner = expr.with_changes(lpar=[], rpar=[]) if redundant else expr
+    return cst.Call(func=cst.parse_expression(dotted), args=[cst.Arg(value=inner)])

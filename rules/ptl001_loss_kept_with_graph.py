@@ -1,0 +1,555 @@
+"""PTL001 loss-kept-with-graph."""
+from __future__ import annotations
+
+import re
+import libcst as cst
+
+from ptlint.fixers.expressions import call_method
+from ptlint.model import Safety
+from ptlint.flow import (body_of, calls_in, closure, evaluated, statements, target_vars, var,
+                         vars_in)
+from ptlint.names import dotted
+from ptlint.rule import Rule
+
+# `torch.nn.functional` losses that do not end in `_loss`.
+_F_LOSSES = frozenset({"cross_entropy", "binary_cross_entropy",
+                       "binary_cross_entropy_with_logits", "kl_div"})
+# A callee named like a loss function: `criterion(...)`, `self.loss_fn(...)`.
+_LOSS_NAME = re.compile(
+    r"(criterion\w*|\w+_criterion|loss_fn\w*|\w+_loss_fn|loss_func(tion)?|lossfn)\Z")
+_NO_GRAD = frozenset({
+    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
+    "torch.autograd.grad_mode.no_grad", "torch.autograd.inference_mode",
+    "torch.autograd.grad_mode.inference_mode",
+})
+_SET_GRAD = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
+                       "torch.autograd.grad_mode.set_grad_enabled"})
+_ENABLE_GRAD = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
+                          "torch.autograd.grad_mode.enable_grad"})
+_AUTOGRAD = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
+_CONTEXT_NAMES = frozenset({"no_grad", "inference_mode", "set_grad_enabled", "enable_grad"})
+# Methods whose result still carries the receiver's graph.
+_KEEPS_GRAPH = frozenset({"mean", "sum", "squeeze", "unsqueeze", "view", "reshape", "float",
+                          "double", "half", "to", "cpu", "cuda", "clone", "abs", "sqrt",
+                          "contiguous", "flatten", "mul", "div", "add", "sub"})
+# Methods and attributes whose result carries no graph.
+_DETACHING = frozenset({"detach", "item", "tolist", "numpy", "data"})
+# Methods through which a value flows into the receiver.
+_STORING = frozenset({"append", "extend", "insert", "add", "update", "appendleft",
+                      "setdefault", "put"})
+# Calls made for their output only: what they are given does not escape.
+_REPORTING = frozenset({"print", "log", "info", "debug", "warning", "warn", "error",
+                        "add_scalar", "add_scalars", "write", "set_postfix", "set_description",
+                        "log_dict", "log_metrics"})
+_GRAPH_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power)
+
+_LOSS, _DETACHED, _OTHER = "loss", "detached", "other"
+
+
+class LossKeptWithGraph(Rule):
+    """
+    ## What it does
+    Flags a tensor that carries an autograd graph being kept across loop
+    iterations: `losses.append(loss)`, `history["train"].append(loss)`,
+    `losses += [loss]`, `losses.extend([loss])`, `total += loss` and
+    `total = total + loss`, where `loss` is the value `.backward()` is called
+    on in the same loop, or the result of a loss function (`criterion(...)`,
+    `loss_fn(...)`, an `nn.*Loss` instance, `F.cross_entropy`, `F.*_loss`)
+    computed outside `torch.no_grad()`.
+
+    It stays silent for values stored through `.item()`, `.detach()`,
+    `float(...)`, `.tolist()` or `.cpu().numpy()`, for code under
+    `torch.no_grad()` or `torch.inference_mode()` (block or decorator), for a
+    value rebound to its detached form before it is stored, for a list or
+    total created afresh in each iteration, and for an accumulation whose
+    result is itself backpropagated later (per-head or per-timestep losses
+    summed, then `.backward()` on the sum; chunk losses stacked, then
+    backpropagated). Loss values that are not backpropagated in the loop are
+    also left alone when the list or total is returned or handed to another
+    function, which may backpropagate it.
+
+    ## Why is this bad?
+    A loss tensor references the graph that produced it, and through the graph
+    every activation saved for the backward pass. Keeping it in a list, or
+    adding it to a running total (which turns the total into a tensor whose
+    graph links every step's graph), keeps all of that alive for as long as
+    the list or total lives: memory grows with every step until the process
+    runs out of it. `total_loss += loss` does this even when `total_loss`
+    started as the float `0.0`.
+
+    ## Example
+    ```python
+    import torch.nn as nn
+
+    criterion = nn.MSELoss()
+    losses = []
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss)
+    ```
+
+    Use instead:
+    ```python
+    import torch.nn as nn
+
+    criterion = nn.MSELoss()
+    losses = []
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())  # or loss.item() for a Python float
+    ```
+
+    ## Fix safety
+    The fix stores `value.detach()`: a tensor with the same values, dtype and
+    device, sharing the same memory, but without the graph. `.item()` also
+    works where a Python number is wanted; it is not what the fix writes
+    because it synchronises with the GPU on every step and changes the type.
+
+    The fix is safe when the stored value is the one `.backward()` is called
+    on in the same loop (without `retain_graph=` or `create_graph=`): that
+    backward pass has already consumed and freed the graph, so nothing can
+    differentiate through the stored value again. Only the tensor's repr
+    (no `grad_fn=`) and `requires_grad` differ.
+
+    It is unsafe otherwise (a loss value stored without being backpropagated
+    in the loop, or a backward that retains the graph): ptlint sees one
+    function at a time, and code elsewhere that backpropagates through the
+    stored or accumulated value would lose those gradients or fail.
+    Accumulations that are backpropagated in the same function are never
+    flagged.
+
+    ## References
+    - [PyTorch FAQ: don't accumulate history across your training loop](https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory)
+    - [`Tensor.detach`](https://pytorch.org/docs/stable/generated/torch.Tensor.detach.html)
+    """
+
+    code = "PTL001"
+    message = ("Tensor kept across loop iterations with its autograd graph, so memory grows "
+               "every step; store its `.detach()` (or `.item()` where a Python number is wanted)")
+    fix_title = "Store the value with `.detach()`"
+    fix_safety = Safety.UNSAFE
+    requires_text = ("backward", "loss", "Loss", "criterion", "cross_entropy", "kl_div")
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._frames: list[_Frame] = []
+        self._pending: list[_Frame] = []
+        self._calls: dict[int, str] = {}  # id(Call) -> kind, resolved where the call is
+        self._grad_mode: dict[int, bool] = {}  # id(With) -> True: no_grad, False: enable_grad
+        self._instances: set[str] = set()  # names bound to an `nn.*Loss(...)` instance
+
+    # -- facts gathered during the traversal, where names resolve ----------
+    def visit_Module(self, node: cst.Module) -> None:
+        self._frames.append(_Frame(node, body_of(node), nograd=False))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        nograd = any(self._context_kind(d.decorator) is True for d in node.decorators)
+        self._frames.append(_Frame(node, body_of(node), nograd=nograd))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        frame = self._frames.pop()
+        if frame.has_store:
+            self._pending.append(frame)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._frames[-1].loops += 1
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self._frames[-1].loops -= 1
+
+    visit_While = visit_For
+    leave_While = leave_For
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        frame = self._frames[-1]
+        if frame.loops and not frame.has_store:
+            frame.has_store = any(_store(small) is not None for small in node.body)
+
+    def visit_With(self, node: cst.With) -> None:
+        for item in node.items:
+            kind = self._context_kind(item.item)
+            if kind is not None:
+                self._grad_mode[id(node)] = kind
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else (
+            func.value if isinstance(func, cst.Name) else None)
+        if last is None:
+            return
+        if last.endswith(("_loss", "Loss")) or last in _F_LOSSES:
+            qualified = self.qualified_name(func)
+            if qualified is None:
+                return
+            module, _, name = qualified.rpartition(".")
+            if module == "torch.nn.functional":
+                self._calls[id(node)] = "loss"
+            elif qualified.startswith("torch.nn.") and name.endswith("Loss"):
+                self._calls[id(node)] = "loss_class"
+        elif last in ("backward", "grad"):
+            if self.qualified_name(func) in _AUTOGRAD:
+                self._calls[id(node)] = "autograd"
+        elif last in ("float", "int"):
+            if self.qualified_name(func) in ("builtins.float", "builtins.int"):
+                self._calls[id(node)] = "number"
+
+    def leave_Assign(self, original_node: cst.Assign) -> None:
+        value = original_node.value
+        while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+               and value.func.attr.value in ("to", "cuda", "cpu")):
+            value = value.func.value  # nn.MSELoss().to(device)
+        if isinstance(value, cst.Call) and self._calls.get(id(value)) == "loss_class":
+            for target in original_node.targets:
+                name = dotted(target.target)
+                if name is not None:
+                    self._instances.add(name)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        frame = self._frames.pop()
+        for scope in (*self._pending, frame) if frame.has_store else self._pending:
+            _Analysis(self, scope).run()
+
+    def _context_kind(self, expr: cst.BaseExpression) -> bool | None:
+        """True for a no-grad context (`torch.no_grad()`, `torch.inference_mode()`,
+        `torch.set_grad_enabled(False)`), False for `torch.enable_grad()`."""
+        call = expr if isinstance(expr, cst.Call) else None
+        func = call.func if call is not None else expr
+        last = func.attr.value if isinstance(func, cst.Attribute) else (
+            func.value if isinstance(func, cst.Name) else None)
+        if last is None:
+            return None
+        if last not in _CONTEXT_NAMES:
+            # a project's own wrapper: yolov5's `@smart_inference_mode()`
+            return True if "no_grad" in last or "inference_mode" in last else None
+        qualified = self.qualified_name(func)
+        if qualified in _NO_GRAD or (last in ("no_grad", "inference_mode")
+                                     and not (qualified or "").startswith("torch.")):
+            if call is not None and call.args:  # inference_mode(False)
+                first = call.args[0].value
+                if isinstance(first, cst.Name) and first.value == "False":
+                    return None
+            return True
+        if qualified in _ENABLE_GRAD:
+            return False
+        if qualified in _SET_GRAD and call is not None and call.args:
+            first = call.args[0].value
+            if isinstance(first, cst.Name) and first.value in ("False", "True"):
+                return first.value == "False"
+        return None
+
+    # -- used by the analysis ---------------------------------------------
+    def is_loss_call(self, call: cst.Call) -> bool:
+        kind = self._calls.get(id(call))
+        if kind == "loss":
+            return True
+        if isinstance(call.func, cst.Call) and self._calls.get(id(call.func)) == "loss_class":
+            return True  # nn.MSELoss()(a, b)
+        name = dotted(call.func)
+        if name is None:
+            return False
+        return name in self._instances or bool(_LOSS_NAME.match(name.rpartition(".")[2]))
+
+
+class _Frame:
+    """A function or module body; analysed at the end of the module when a loop
+    in it stores something."""
+
+    __slots__ = ("node", "body", "nograd", "loops", "has_store")
+
+    def __init__(self, node: cst.CSTNode, body, nograd: bool) -> None:
+        self.node = node
+        self.body = body
+        self.nograd = nograd
+        self.loops = 0  # loops around the statement being visited
+        self.has_store = False
+
+
+# -- the per-scope analysis ---------------------------------------------------
+def _store(small: cst.BaseSmallStatement):
+    """(accumulator, stored expressions) when `small` keeps values in a container
+    or a running total, else None."""
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        call = small.value
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in (
+                "append", "extend", "insert"):
+            return None
+        plain = [a.value for a in call.args if a.keyword is None and not a.star]
+        method = func.attr.value
+        if method == "append" and len(plain) == 1:
+            items = plain
+        elif method == "insert" and len(plain) == 2:
+            items = plain[1:]
+        elif method == "extend" and len(plain) == 1 and isinstance(plain[0], (cst.List, cst.Tuple)):
+            items = [e.value for e in plain[0].elements if not isinstance(e, cst.StarredElement)]
+        else:
+            return None
+        return var(func.value), items
+    if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
+        value = small.value
+        if isinstance(value, (cst.List, cst.Tuple)):
+            items = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
+        else:
+            items = [value]
+        return var(small.target), items
+    if (isinstance(small, cst.Assign) and len(small.targets) == 1
+            and isinstance(small.value, cst.BinaryOperation)
+            and isinstance(small.value.operator, cst.Add)):
+        target = small.targets[0].target
+        value = small.value
+        if value.left.deep_equals(target):
+            return var(target), [value.right]
+        if value.right.deep_equals(target):
+            return var(target), [value.left]
+    return None
+
+
+class _Analysis:
+    def __init__(self, rule: LossKeptWithGraph, frame: _Frame) -> None:
+        self.rule = rule
+        self.frame = frame
+        self.events = list(statements(frame.body))
+        self.state: dict[str, str] = {}
+
+    def run(self) -> None:
+        if not any(loops for _, _, loops in self.events):
+            return
+        self._prepass()
+        self._scan()
+
+    # -- pass 1: what is backpropagated, what flows where ------------------
+    def _prepass(self) -> None:
+        roots: dict[int, set[str]] = {}  # id(loop) -> vars backpropagated inside it
+        retained: dict[int, set[str]] = {}
+        all_roots: set[str] = set()
+        returned: set[str] = set()
+        flows: list[tuple[set[str], set[str]]] = []
+        for kind, node, loops in self.events:
+            if kind == "small":
+                self._flows(node, flows, returned)
+            elif kind == "for":
+                flows.append((set(target_vars(node.target)), vars_in(node.iter)))
+            elif kind == "with":
+                for item in node.items:
+                    if item.asname is not None:
+                        flows.append((set(target_vars(item.asname.name)), vars_in(item.item)))
+            if kind in ("small", "expr", "for", "with"):
+                for call in calls_in(evaluated(kind, node)):
+                    found = self._backward_roots(call)
+                    if found is None:
+                        continue
+                    vars_, retain = found
+                    all_roots |= vars_
+                    for loop in loops:
+                        roots.setdefault(id(loop), set()).update(vars_)
+                        if retain:
+                            retained.setdefault(id(loop), set()).update(vars_)
+        self.roots = roots
+        self.retained = retained
+        self.backpropagated = closure(all_roots, flows)
+        self.escapes = closure(all_roots | returned, flows)
+
+    def _backward_roots(self, call: cst.Call) -> tuple[set[str], bool] | None:
+        func = call.func
+        plain = [a.value for a in call.args if a.keyword is None and not a.star]
+        retain = any(a.keyword is not None and a.keyword.value in ("retain_graph", "create_graph")
+                     and not (isinstance(a.value, cst.Name) and a.value.value in ("False", "None"))
+                     for a in call.args)
+        if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward"):
+            if self.rule._calls.get(id(call)) == "autograd":
+                return (vars_in(plain[0]) if plain else set()), retain
+            found = vars_in(func.value)
+            if plain:
+                found |= vars_in(plain[0])
+            return found, retain
+        if self.rule._calls.get(id(call)) == "autograd":
+            first = plain[0] if plain else next(
+                (a.value for a in call.args if a.keyword is not None
+                 and a.keyword.value in ("tensors", "outputs")), None)
+            return vars_in(first), retain
+        return None
+
+    @staticmethod
+    def _flows(small: cst.CSTNode, flows: list, returned: set[str]) -> None:
+        """Record where values flow; `returned` collects what leaves the function
+        (returned, yielded, or handed to a call made for its side effects)."""
+        if isinstance(small, cst.Assign):
+            targets = {v for t in small.targets for v in target_vars(t.target)}
+            flows.append((targets, vars_in(small.value)))
+        elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+            if small.value is not None:
+                flows.append((set(target_vars(small.target)), vars_in(small.value)))
+        elif isinstance(small, cst.Return):
+            returned |= vars_in(small.value)
+        elif isinstance(small, cst.Expr):
+            value = small.value
+            if isinstance(value, cst.Yield):
+                returned |= vars_in(value.value)
+            elif isinstance(value, cst.Call):
+                func = value.func
+                args = cst.Tuple([cst.Element(a.value) for a in value.args])
+                name = func.attr.value if isinstance(func, cst.Attribute) else (
+                    func.value if isinstance(func, cst.Name) else None)
+                if isinstance(func, cst.Attribute) and name in _STORING:
+                    receiver = var(func.value)
+                    if receiver is not None:
+                        flows.append(({receiver}, vars_in(args)))
+                elif name not in _REPORTING:
+                    # handed to code this rule does not see (`self.optimize(total)`)
+                    returned |= vars_in(args)
+
+    # -- pass 2: bindings in order, and the stores -------------------------
+    def _scan(self) -> None:
+        nograd = [self.frame.nograd]
+        resets: dict[int, set[str]] = {}
+        for kind, node, loops in self.events:
+            if kind == "with":
+                mode = self.rule._grad_mode.get(id(node))
+                nograd.append(nograd[-1] if mode is None else mode)
+                for item in node.items:
+                    if item.asname is not None:
+                        self._bind(item.asname.name, None, loops, resets, nograd[-1])
+            elif kind == "end_with":
+                nograd.pop()
+            elif kind == "for":
+                self._bind(node.target, None, loops, resets, nograd[-1])
+            elif kind == "handler":
+                if node.name is not None:
+                    self._bind(node.name.name, None, loops, resets, nograd[-1])
+            elif kind == "def":
+                self.state.pop(node.name.value, None)
+            elif kind == "small":
+                self._small(node, loops, resets, nograd[-1])
+
+    def _small(self, small: cst.CSTNode, loops: tuple, resets: dict, nograd: bool) -> None:
+        store = _store(small)
+        if store is not None and loops and not nograd:
+            self._check(small, store[0], store[1], loops[-1], resets)
+        if isinstance(small, cst.Assign):
+            accumulates = store is not None
+            for target in small.targets:
+                self._bind(target.target, small.value, loops, resets, nograd,
+                           reset=not accumulates)
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            self._bind(small.target, small.value, loops, resets, nograd)
+        elif isinstance(small, cst.AugAssign):
+            name = var(small.target)
+            if name is not None and isinstance(small.target, (cst.Name, cst.Attribute)):
+                if self.state.get(name) != _LOSS:
+                    self.state[name] = _LOSS if self._carries(small.value) and not nograd \
+                        else _OTHER
+
+    def _bind(self, target, value, loops, resets, nograd, reset: bool = True) -> None:
+        single = isinstance(target, (cst.Name, cst.Attribute))
+        kind = self._kind(value, nograd) if single and value is not None else _OTHER
+        for name in target_vars(target):
+            self.state[name] = kind
+            if reset:
+                for loop in loops:
+                    resets.setdefault(id(loop), set()).add(name)
+            # forget what was known about `name.attr`
+            for known in [k for k in self.state if k.startswith(name + ".")]:
+                del self.state[known]
+
+    def _kind(self, value: cst.BaseExpression, nograd: bool) -> str:
+        if self._detaches(value):
+            return _DETACHED
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            name = dotted(value)
+            if name is not None and name in self.state:
+                return self.state[name]  # an alias keeps what it aliases
+        if self._carries(value):
+            return _DETACHED if nograd else _LOSS
+        return _OTHER
+
+    def _detaches(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value == "data"
+        if isinstance(expr, cst.Call):
+            if self.rule._calls.get(id(expr)) == "number":
+                return True
+            func = expr.func
+            if isinstance(func, cst.Attribute):
+                if func.attr.value in _DETACHING:
+                    return True
+                if func.attr.value in _KEEPS_GRAPH:
+                    return self._detaches(func.value)
+            return False
+        if isinstance(expr, cst.BinaryOperation):
+            sides = (expr.left, expr.right)
+            return (any(self._detaches(s) for s in sides)
+                    and all(self._detaches(s) or not self._graph_vars(s) for s in sides))
+        if isinstance(expr, cst.UnaryOperation):
+            return self._detaches(expr.expression)
+        return False
+
+    def _graph_vars(self, expr: cst.BaseExpression) -> set[str]:
+        """The variables whose graph the value of `expr` would carry."""
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            if isinstance(expr, cst.Attribute) and expr.attr.value in _DETACHING:
+                return set()
+            name = dotted(expr)
+            return {name} if name is not None else set()
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, _GRAPH_OPS):
+            return self._graph_vars(expr.left) | self._graph_vars(expr.right)
+        if isinstance(expr, cst.UnaryOperation):
+            return self._graph_vars(expr.expression)
+        if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+                and expr.func.attr.value in _KEEPS_GRAPH):
+            return self._graph_vars(expr.func.value)
+        return set()
+
+    def _carries(self, expr: cst.BaseExpression) -> bool:
+        """Whether `expr` is (derived from) the result of a loss function."""
+        if isinstance(expr, cst.Call):
+            if self.rule.is_loss_call(expr):
+                return True
+            func = expr.func
+            return (isinstance(func, cst.Attribute) and func.attr.value in _KEEPS_GRAPH
+                    and self._carries(func.value))
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            name = dotted(expr)
+            return name is not None and self.state.get(name) == _LOSS
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, _GRAPH_OPS):
+            return self._carries(expr.left) or self._carries(expr.right)
+        if isinstance(expr, cst.UnaryOperation):
+            return self._carries(expr.expression)
+        return False
+
+    def _check(self, small, accumulator, items, loop, resets) -> None:
+        if accumulator is None or accumulator in resets.get(id(loop), ()):
+            return  # a fresh container or total every iteration
+        if accumulator in self.backpropagated:
+            return  # summed or stacked to be backpropagated: the graph is wanted
+        roots = self.roots.get(id(loop), set())
+        retained = self.retained.get(id(loop), set())
+        edits = []
+        safe = True
+        for item in items:
+            if self._detaches(item):
+                continue
+            backward = [g for g in self._graph_vars(item)
+                        if g in roots and self.state.get(g) != _DETACHED]
+            if backward:
+                safe = safe and not any(g in retained for g in backward)
+            elif not (self._carries(item) and accumulator not in self.escapes):
+                continue
+            else:
+                safe = False
+            edits.append((item, call_method(item, "detach")))
+        if not edits:
+            return
+        name = dotted(edits[0][0])
+        message = None if name is None else (
+            f"`{name}` is kept across loop iterations with its autograd graph, so memory grows "
+            f"every step; store `{name}.detach()` (or `{name}.item()` where a Python number is "
+            "wanted)")
+        self.rule.report(small, message=message, edits=edits,
+                         safety=Safety.SAFE if safe else Safety.UNSAFE)
+

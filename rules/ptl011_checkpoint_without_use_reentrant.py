@@ -1,0 +1,80 @@
+"""PTL011 checkpoint-without-use-reentrant."""
+from __future__ import annotations
+
+import libcst as cst
+from packaging.version import Version
+
+from ptlint.fixers.arguments import keyword, with_keyword
+from ptlint.model import Safety
+from ptlint.rule import Rule
+
+_CHECKPOINT = "torch.utils.checkpoint.checkpoint"
+_SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
+
+
+class CheckpointWithoutUseReentrant(Rule):
+    """
+    ## What it does
+    Flags `torch.utils.checkpoint.checkpoint(...)` and
+    `checkpoint_sequential(...)` calls that do not pass `use_reentrant=`.
+    Calls that pass `**kwargs` (which may carry it) are not flagged.
+
+    ## Why is this bad?
+    Without it, torch picks the old reentrant implementation and, since 2.4,
+    warns that omitting the argument will become an error. The reentrant
+    variant has real pitfalls: when no input of the checkpointed function
+    requires grad (for example the first block, fed raw data), its output
+    does not either, so the block's parameters silently get no gradient; it
+    also rejects keyword arguments and does not support `torch.autograd.grad`.
+    PyTorch recommends `use_reentrant=False`.
+
+    ## Example
+    ```python
+    from torch.utils.checkpoint import checkpoint
+    y = checkpoint(block, x)
+    ```
+
+    Use instead:
+    ```python
+    from torch.utils.checkpoint import checkpoint
+    y = checkpoint(block, x, use_reentrant=False)
+    ```
+
+    ## Fix safety
+    Unsafe: the fix adds `use_reentrant=False`, which switches to the other
+    implementation. Gradients are the same in the usual case, but they now
+    also reach parameters of blocks whose inputs do not require grad (before,
+    those got none), random operations are replayed differently unless
+    `preserve_rng_state` is kept, and code that relied on the reentrant
+    variant's behaviour with in-place updates or detached inputs may change.
+    Pass `use_reentrant=True` instead to keep the current behaviour exactly.
+    `checkpoint_sequential` is flagged only when the target torch version is
+    2.0 or newer.
+
+    ## References
+    - [torch.utils.checkpoint](https://pytorch.org/docs/stable/checkpoint.html)
+    """
+
+    code = "PTL011"
+    message = "`checkpoint` without `use_reentrant=`: the reentrant variant is used and a warning is raised"
+    fix_title = "Add `use_reentrant=False`"
+    fix_safety = Safety.UNSAFE
+    requires_text = ("checkpoint",)
+    torch_versions = ">=1.11"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, (cst.Call, cst.Subscript)):
+            return
+        name = self.qualified_name(node.func)
+        if name not in (_CHECKPOINT, _SEQUENTIAL):
+            return
+        if keyword(node, "use_reentrant") is not None or any(a.star == "**" for a in node.args):
+            return
+        if name == _SEQUENTIAL:
+            version = self.context.torch_version
+            if version is not None and version < Version("2.0"):
+                return
+            # checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs)
+            if len([a for a in node.args if a.keyword is None]) >= 4 or any(a.star for a in node.args):
+                return
+        self.report(node, replacement=with_keyword(node, "use_reentrant", "False"))

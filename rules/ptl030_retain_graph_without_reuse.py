@@ -1,0 +1,112 @@
+"""PTL030 retain-graph-without-reuse."""
+from __future__ import annotations
+
+import libcst as cst
+
+from ptlint.fixers.arguments import keyword, without_keywords
+from ptlint.loops import LoopAwareRule, LoopFrame, is_backward_call, loss_keys
+from ptlint.model import Safety
+
+
+class RetainGraphWithoutReuse(LoopAwareRule):
+    """
+    ## What it does
+    Flags `loss.backward(retain_graph=True)` inside a loop when nothing
+    backpropagates again later in the same iteration: no other `.backward()`,
+    `torch.autograd.grad(...)` or `backward_*()` helper follows it in the
+    loop body.
+
+    It stays silent when the loss may depend on a tensor built before the
+    loop (a plain name that the loop reads but never assigns, such as an
+    embedding computed once): backpropagating through that part again on the
+    next iteration legitimately needs the graph. It also stays silent when
+    `create_graph=` is passed (higher-order gradients).
+
+    ## Why is this bad?
+    `retain_graph=True` keeps every intermediate activation the backward pass
+    needs alive after the pass, until the graph itself is dropped. When no
+    second backward pass comes, that is pure memory overhead: the previous
+    step's activations are still held while the next forward builds its own.
+    It is often added to silence "Trying to backward through the graph a
+    second time", which usually means a tensor (an RNN hidden state, a
+    running statistic) carries the graph from one iteration into the next;
+    then every step backpropagates through all earlier steps too, and memory
+    and time grow without bound. Detach the carried tensor instead.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward(retain_graph=True)
+        optimizer.step()
+    ```
+
+    Use instead:
+    ```python
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Fix safety
+    Unsafe: the fix drops `retain_graph=True`. If the graph really is reused,
+    typically because a tensor carries it into the next iteration, the next
+    backward pass raises "Trying to backward through the graph a second
+    time"; detach that tensor at the start of each iteration.
+
+    ## References
+    - [`torch.Tensor.backward`](https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html)
+    - [Autograd mechanics: saved tensors](https://pytorch.org/docs/stable/notes/autograd.html#saved-tensors)
+    """
+
+    code = "PTL030"
+    message = "`retain_graph=True` but nothing backpropagates through the graph again in this iteration"
+    fix_title = "Remove `retain_graph=True`"
+    fix_safety = Safety.UNSAFE
+    requires_text = ("retain_graph",)
+    track_assignments = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
+        if self.loop is None or not is_backward_call(node):
+            return
+        retain = keyword(node, "retain_graph")
+        if retain is None or not (isinstance(retain.value, cst.Name) and retain.value.value == "True"):
+            return
+        if keyword(node, "create_graph") is not None or any(a.star for a in node.args):
+            return
+        self.defer(node, loss_keys(node))
+
+    def resolve_loops(self, root: LoopFrame) -> None:
+        assigned = {k for a in root.assigns for k in a.targets}
+        for frame in root.walk():
+            for item in frame.items:
+                if any(order > item.order for order in root.backprops):
+                    continue  # a later backward pass may reuse the graph
+                if _reads_from_before_the_loop(item.data, root, assigned):
+                    continue
+                self.report(item.node, replacement=without_keywords(item.node, "retain_graph"))
+
+
+def _reads_from_before_the_loop(losses: set[str], root: LoopFrame, assigned: set[str]) -> bool:
+    """Whether the loss is computed, through the loop's assignments, from a
+    plain lower-case name that the loop never assigns (a tensor built before
+    the loop may hold a graph the next iteration backpropagates through)."""
+    seen = set(losses)
+    work = list(losses)
+    outer = {k for k in losses if k not in assigned}
+    while work:
+        key = work.pop()
+        for a in root.assigns:
+            if key not in a.targets or a.host or a.fresh:
+                continue
+            for read in a.reads - seen:
+                seen.add(read)
+                if read in assigned:
+                    work.append(read)
+                elif read in a.bare:
+                    outer.add(read)
+    return any(not name.isupper() for name in outer if "." not in name)

@@ -1,0 +1,252 @@
+"""PTL031 parameter-data-write."""
+from __future__ import annotations
+
+import libcst as cst
+
+from ptlint.fixers.arguments import keyword
+from ptlint.fixers.expressions import call_method
+from ptlint.model import Safety
+from ptlint.names import dotted
+from ptlint.rule import Rule
+
+_NO_GRAD = ("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
+            "torch.autograd.grad_mode.no_grad")
+_PARAMETER = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
+_NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad"})
+_PARAM_ATTRS = frozenset({"weight", "bias"})
+
+
+def _is_data(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Attribute) and node.attr.value == "data"
+
+
+def _method_receiver(call: cst.Call) -> cst.BaseExpression | None:
+    """`x` in `x.add_(...)` for an in-place method (name ending in one `_`)."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    name = func.attr.value
+    if not name.endswith("_") or name.endswith("__") or name in _NOT_WRITES:
+        return None
+    return func.value
+
+
+_CONVERSIONS = frozenset({"to", "type", "float", "half", "double", "bfloat16", "int", "long",
+                          "short", "char", "byte", "bool", "cuda", "cpu", "contiguous"})
+
+
+def _converts(value: cst.BaseExpression) -> bool:
+    """`x.to(dtype)`, `x.half()`, `x.cuda()`: a new dtype, device or layout."""
+    return (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in _CONVERSIONS)
+
+
+class ParameterDataWrite(Rule):
+    """
+    ## What it does
+    Flags writes to a parameter through `.data`: in-place methods
+    (`p.data.copy_(x)`, `p.data.add_(...)`, `m.weight.data.normal_(0, 0.02)`),
+    item assignment (`p.data[0] = 1`), `nn.init.*_(p.data)`, augmented
+    assignment (`p.data -= lr * p.grad`) and rebinding (`p.data = x`).
+
+    A parameter is an attribute named `weight` or `bias`, the loop variable
+    of `for p in model.parameters()` (also `named_parameters()`, `zip(...)`
+    of them and optimizer `param_groups`), a name or `self.` attribute
+    assigned `nn.Parameter(...)`, or a tensor created with
+    `requires_grad=True` in the same file. Reads through `.data` and writes
+    to `.grad` are not flagged.
+
+    This rule is off by default. Most `.data` writes in real code are
+    initialisation, weight averaging or clipping done after the optimizer
+    step, when no pending graph has saved the parameter, so they compute the
+    right thing today; the rule moves such code to the form that stays
+    correct when that changes.
+
+    ## Why is this bad?
+    `.data` gives a view of the tensor that autograd does not track at all:
+    in-place changes through it do not bump the tensor's version counter.
+    If the parameter was saved for a backward pass that has not run yet
+    (modified between the forward pass and `loss.backward()`), autograd
+    silently computes gradients from the modified values instead of raising
+    "one of the variables needed for gradient computation has been modified
+    by an inplace operation". `.detach()` shares the memory just the same but
+    keeps the version counter, and `with torch.no_grad():` (which `nn.init`
+    and the optimizers use) states the intent.
+
+    ## Example
+    ```python
+    import torch.nn as nn
+    model = nn.Linear(4, 2)
+    model.weight.data.normal_(0.0, 0.02)
+    for p in model.parameters():
+        p.data.clamp_(-0.01, 0.01)
+    ```
+
+    Use instead:
+    ```python
+    import torch
+    import torch.nn as nn
+    model = nn.Linear(4, 2)
+    nn.init.normal_(model.weight, 0.0, 0.02)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.clamp_(-0.01, 0.01)
+    ```
+
+    ## Fix safety
+    Unsafe. The fix replaces `p.data` with `p.detach()` in in-place calls and
+    item assignments (`p.data.copy_(x)` -> `p.detach().copy_(x)`), and with
+    `p` inside `torch.no_grad()` blocks and as the argument of `nn.init`
+    functions (which run under `no_grad`). The values written are the same,
+    but autograd now sees the write: where a pending backward pass needs the
+    old values it raises an error instead of silently using the new ones.
+    Rebinding (`p.data = x`, which may change the shape, dtype or device)
+    and augmented assignment outside `no_grad` are reported without a fix.
+
+    ## References
+    - [PyTorch 0.4 migration guide: what about `.data`?](https://pytorch.org/blog/pytorch-0_4_0-migration-guide/#what-about-data)
+    - [`torch.Tensor.detach`](https://pytorch.org/docs/stable/generated/torch.Tensor.detach.html)
+    - [Autograd mechanics: in-place correctness checks](https://pytorch.org/docs/stable/notes/autograd.html#in-place-correctness-checks)
+    """
+
+    code = "PTL031"
+    message = "Write to a parameter through `.data` hides it from autograd's checks"
+    fix_title = "Write through `.detach()` (or directly under `no_grad`)"
+    fix_safety = Safety.UNSAFE
+    default_enabled = False
+    requires_text = (".data",)
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.params: list[set[str]] = [set()]  # names known to hold parameters, per function
+        self.no_grad: list[bool] = [False]
+        self.with_pushed: list[bool] = []
+        self.reported: set[int] = set()
+
+    # -- scopes and no_grad blocks -----------------------------------------
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        decorated = any(self.qualified_name(d.decorator) in _NO_GRAD for d in node.decorators)
+        self.no_grad.append(decorated)
+        self.params.append(set(self.params[-1]))
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.no_grad.pop()
+        self.params.pop()
+
+    def visit_With(self, node: cst.With) -> None:
+        entering = any(self.qualified_name(item.item) in _NO_GRAD for item in node.items)
+        self.with_pushed.append(entering)
+        if entering:
+            self.no_grad.append(True)
+
+    def leave_With(self, node: cst.With) -> None:
+        if self.with_pushed.pop():
+            self.no_grad.pop()
+
+    # -- what holds a parameter ---------------------------------------------
+    def visit_For(self, node: cst.For) -> None:
+        names = self._parameter_loop_targets(node.target, node.iter)
+        self.params[-1].update(names)
+
+    def _parameter_loop_targets(self, target: cst.BaseExpression, it: cst.BaseExpression) -> set[str]:
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute):
+            method = it.func.attr.value
+            if method == "parameters" and isinstance(target, cst.Name):
+                return {target.value}
+            if method == "named_parameters" and isinstance(target, cst.Tuple) \
+                    and len(target.elements) == 2 and isinstance(target.elements[1].value, cst.Name):
+                return {target.elements[1].value.value}
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value in ("zip", "enumerate") \
+                and isinstance(target, cst.Tuple):
+            sources = [a.value for a in it.args]
+            elements = [e.value for e in target.elements]
+            if it.func.value == "enumerate" and len(elements) == 2 and sources:
+                return self._parameter_loop_targets(elements[1], sources[0])
+            if len(sources) == len(elements):
+                out: set[str] = set()
+                for el, src in zip(elements, sources):
+                    out |= self._parameter_loop_targets(el, src)
+                return out
+        if isinstance(it, cst.Subscript) and isinstance(target, cst.Name):
+            index = it.slice[0].slice if it.slice else None
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString) \
+                    and index.value.evaluated_value == "params":
+                return {target.value}
+        return set()
+
+    def _assign(self, node: cst.Assign) -> None:
+        value = node.value
+        holds = False
+        if isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)):
+            if self.qualified_name(value.func) in _PARAMETER:
+                holds = True
+            else:
+                flag = keyword(value, "requires_grad")
+                holds = flag is not None and isinstance(flag.value, cst.Name) and flag.value.value == "True"
+        for target in node.targets:
+            name = dotted(target.target)
+            if name is None:
+                continue
+            if holds:
+                self.params[-1].add(name)
+                if name.startswith("self.") and len(self.params) > 1:
+                    self.params[0].add(name)  # a class's parameters, seen from its methods
+            else:
+                self.params[-1].discard(name)
+
+    def _is_parameter(self, node: cst.BaseExpression) -> bool:
+        if isinstance(node, cst.Attribute) and node.attr.value in _PARAM_ATTRS:
+            return True
+        name = dotted(node)
+        return name is not None and (name in self.params[-1] or name in self.params[0])
+
+    # -- writes ---------------------------------------------------------------
+    def _data_of_parameter(self, node: cst.BaseExpression) -> cst.Attribute | None:
+        if _is_data(node) and self._is_parameter(node.value):
+            return node
+        return None
+
+    def _replacement(self, data: cst.Attribute) -> cst.BaseExpression:
+        if self.no_grad[-1]:
+            return data.value
+        return call_method(data.value, "detach")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        receiver = _method_receiver(node)
+        if receiver is not None:
+            # the first in-place call on `p.data` in a chain: `p.data.mul_(d).add_(x)`
+            data = self._data_of_parameter(receiver)
+            if data is not None:
+                if id(data) not in self.reported:
+                    self.reported.add(id(data))
+                    self.report(node, edits=[(data, self._replacement(data))])
+                return
+        qualified = self.qualified_name(node.func) or ""
+        if qualified.startswith("torch.nn.init.") and node.args:
+            data = self._data_of_parameter(node.args[0].value)
+            if data is not None:
+                self.report(node, edits=[(data, data.value)])
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._assign(node)
+        if _converts(node.value):
+            return  # `p.data = p.data.to(torch.float32)`: no in-place alternative
+        for target in node.targets:
+            self._target(target.target, augmented=False)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._target(node.target, augmented=True)
+
+    def _target(self, target: cst.BaseExpression, *, augmented: bool) -> None:
+        if isinstance(target, cst.Subscript):
+            data = self._data_of_parameter(target.value)
+            if data is not None:
+                self.report(target, edits=[(data, self._replacement(data))])
+            return
+        data = self._data_of_parameter(target)
+        if data is None:
+            return
+        if augmented and self.no_grad[-1]:
+            self.report(target, edits=[(data, data.value)])
+        else:
+            self.report(target)

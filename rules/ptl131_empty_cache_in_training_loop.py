@@ -1,0 +1,86 @@
+"""PTL131 empty-cache-in-training-loop."""
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from ptlint.loops import LoopAwareRule, LoopFrame
+
+_EMPTY_CACHE = re.compile(r"torch\.(?:[a-z_]+\.)*empty_cache")
+
+
+class EmptyCacheInTrainingLoop(LoopAwareRule):
+    """
+    ## What it does
+    Flags `torch.cuda.empty_cache()` (or another backend's `empty_cache()`)
+    and `gc.collect()` called on every step of a training loop: a loop that
+    calls `.backward()` and an optimizer step.
+
+    Only the hot loop counts (the loop that itself calls `.backward()` or the
+    optimizer step, not the epoch loop around it), and calls under a
+    schedule-like `if` in that loop (`if step % 100 == 0:`) or in an
+    `except` handler (out-of-memory recovery) are not flagged.
+
+    ## Why is this bad?
+    `empty_cache()` hands the memory PyTorch's caching allocator holds back
+    to the driver. The next step needs the same memory again, so every step
+    pays for fresh `cudaMalloc`/`cudaFree` calls, which also synchronise the
+    device. It does not give your own process more memory: freed blocks were
+    already reusable. `gc.collect()` walks every Python object on every step;
+    tensors are freed by reference counting as soon as the last reference
+    goes, so it only helps with reference cycles, which are better broken.
+    Call these once, after training or between phases, if at all.
+
+    ## Example
+    ```python
+    import torch
+
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        torch.cuda.empty_cache()
+    ```
+
+    Use instead:
+    ```python
+    import torch
+
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    torch.cuda.empty_cache()  # once, if another process needs the memory
+    ```
+
+    ## References
+    - [CUDA semantics: memory management](https://pytorch.org/docs/stable/notes/cuda.html#memory-management)
+    - [`torch.cuda.empty_cache`](https://pytorch.org/docs/stable/generated/torch.cuda.empty_cache.html)
+    """
+
+    code = "PTL131"
+    message = "`torch.cuda.empty_cache()` on every training step slows every step down"
+    tags = ("performance",)
+    requires_text = ("empty_cache", "gc.collect", "collect(")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
+        if self.loop is None:
+            return
+        qualified = self.qualified_name(node.func)
+        if qualified == "gc.collect" or (
+            qualified is not None and _EMPTY_CACHE.fullmatch(qualified)
+        ):
+            self.defer(node, qualified)
+
+    def resolve_loops(self, root: LoopFrame) -> None:
+        for frame in root.walk():
+            for item in frame.items:
+                hot = item.frame.hot_frame()
+                if hot is None or item.periodic_within(hot):
+                    continue
+                self.report(item.node, message=(
+                    f"`{item.data}()` on every training step slows every step down"))

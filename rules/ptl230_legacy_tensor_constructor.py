@@ -1,0 +1,230 @@
+"""PTL230 legacy-tensor-constructor."""
+from __future__ import annotations
+
+import libcst as cst
+
+from ptlint.fixers.arguments import with_keyword
+from ptlint.model import Safety
+from ptlint.rule import Rule
+
+# legacy type -> dtype it creates (None: the default dtype, like `torch.empty`)
+_DTYPES = {
+    "Tensor": None,
+    "FloatTensor": "torch.float32",
+    "DoubleTensor": "torch.float64",
+    "HalfTensor": "torch.float16",
+    "BFloat16Tensor": "torch.bfloat16",
+    "ByteTensor": "torch.uint8",
+    "CharTensor": "torch.int8",
+    "ShortTensor": "torch.int16",
+    "IntTensor": "torch.int32",
+    "LongTensor": "torch.int64",
+    "BoolTensor": "torch.bool",
+}
+_LEGACY: dict[str, tuple[str | None, str | None]] = {}
+for _name, _dtype in _DTYPES.items():
+    _LEGACY[f"torch.{_name}"] = (_dtype, None)
+    if _name != "Tensor":
+        _LEGACY[f"torch.cuda.{_name}"] = (_dtype, '"cuda"')
+
+_IMPORTS = ("import torch",)
+_EXACT_INT = 2**53  # ints below this convert to the same float either way
+
+
+def _float_literal(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`1` -> `1.0`, `-2` -> `-2.0`, `0.5` stays; None for anything but a real number."""
+    if isinstance(node, cst.Float):
+        return node
+    if isinstance(node, cst.Integer):
+        value = node.evaluated_value
+        if abs(value) >= _EXACT_INT:
+            return None
+        return cst.Float(repr(float(value)))
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        inner = _float_literal(node.expression)
+        return None if inner is None else node.with_changes(expression=inner)
+    return None
+
+
+def _as_floats(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """A nested list/tuple of real-number literals with every int written as a float."""
+    if isinstance(node, (cst.List, cst.Tuple)):
+        elements = []
+        for el in node.elements:
+            if isinstance(el, cst.StarredElement):
+                return None
+            value = _as_floats(el.value)
+            if value is None:
+                return None
+            elements.append(el.with_changes(value=value))
+        return node.with_changes(elements=elements)
+    return _float_literal(node)
+
+
+def _is_sequence(node: cst.BaseExpression) -> bool:
+    """Data for sure: a list/tuple display or comprehension, or `[0] * n`."""
+    if isinstance(node, (cst.List, cst.Tuple, cst.ListComp)):
+        return True
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.Add)):
+        return _is_sequence(node.left) or _is_sequence(node.right)
+    return False
+
+
+def _is_size(node: cst.BaseExpression) -> bool:
+    """A size for sure: an int literal, `x.size()` or `x.shape`."""
+    if isinstance(node, cst.Integer):
+        return True
+    if isinstance(node, cst.Attribute) and node.attr.value == "shape":
+        return True
+    return (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "size")
+
+
+def _rebuilt(call: cst.Call, func: str, args: list[cst.Arg], keywords: dict[str, str]) -> cst.Call:
+    """`call` calling `func` with `args` (same comma style) plus `keywords`."""
+    new = call.with_changes(func=cst.parse_expression(func), args=args)
+    for name, value in keywords.items():
+        new = with_keyword(new, name, value)
+    return new
+
+
+class LegacyTensorConstructor(Rule):
+    """
+    ## What it does
+    Flags calls to the legacy tensor types used as constructors:
+    `torch.Tensor(...)`, `torch.FloatTensor(...)`, `torch.LongTensor(...)`
+    and the other `torch.*Tensor` / `torch.cuda.*Tensor` types, including
+    through a local alias such as
+    `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`.
+    Type checks (`isinstance(x, torch.Tensor)`), annotations and subclasses
+    are not calls and stay silent.
+
+    ## Why is this bad?
+    One constructor does three unrelated things depending on the type of its
+    argument: `torch.Tensor(2, 3)` allocates *uninitialised* memory of that
+    shape, `torch.Tensor([2, 3])` copies the data `[2.0, 3.0]`, and
+    `torch.FloatTensor(t)` with a tensor `t` returns an alias of `t` (and
+    fails for other dtypes). A variable argument makes it impossible to tell
+    which one runs, and code that meant a copy of `[n]` silently gets `n`
+    garbage values. `torch.tensor(data)` (always a copy), `torch.empty(size)`
+    (explicitly uninitialised) and `torch.zeros(size)` say what they do, and
+    take `dtype=` and `device=` like every other factory.
+
+    ## Example
+    ```python
+    import torch
+    weights = torch.Tensor([1, 2, 3])
+    ids = torch.LongTensor([[0, 1]])
+    buffer = torch.FloatTensor(4, 16)
+    ```
+
+    Use instead:
+    ```python
+    import torch
+    weights = torch.tensor([1.0, 2.0, 3.0])
+    ids = torch.tensor([[0, 1]], dtype=torch.int64)
+    buffer = torch.empty(4, 16, dtype=torch.float32)
+    ```
+
+    ## Fix safety
+    The fix is safe: it only rewrites calls whose meaning is certain and
+    keeps the dtype and device exactly. Data given as a list or tuple display
+    (or a comprehension, or `[0] * n`) becomes `torch.tensor(data, dtype=...)`;
+    for `torch.Tensor` the dtype is the default dtype, so integer literals are
+    written as floats (`[1, 2]` -> `[1.0, 2.0]`) or, when the elements are
+    not literals, `dtype=torch.get_default_dtype()` is passed. Sizes (two or
+    more arguments, an integer literal, `x.size()`, `x.shape`) become
+    `torch.empty(...)`, which is just as uninitialised: fill it, or use
+    `torch.zeros`. `torch.cuda.*Tensor` adds `device="cuda"` (the current
+    device, as before). A single argument of unknown type (a variable, an
+    array, a storage), keyword arguments, `*args` and calls through a local
+    alias are reported without a fix.
+
+    ## References
+    - [`torch.tensor`](https://pytorch.org/docs/stable/generated/torch.tensor.html)
+    - [Tensor creation ops](https://pytorch.org/docs/stable/torch.html#creation-ops)
+    - [`torch.Tensor` constructor notes](https://pytorch.org/docs/stable/tensors.html#torch.Tensor)
+    """
+
+    code = "PTL230"
+    message = "Legacy tensor constructor: its meaning depends on the type of its argument"
+    fix_title = "Use `torch.tensor(...)` or `torch.empty(...)`"
+    fix_safety = Safety.SAFE
+    requires_text = ("Tensor(",)
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.aliases: dict[str, str] = {}  # local name -> legacy type, from `X = A if c else B`
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        name = node.targets[0].target.value
+        value = node.value
+        if isinstance(value, cst.IfExp):
+            body, orelse = self.qualified_name(value.body), self.qualified_name(value.orelse)
+            if body in _LEGACY and orelse in _LEGACY:
+                self.aliases[name] = body
+                return
+        self.aliases.pop(name, None)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, (cst.Name, cst.Attribute)):
+            return
+        qualified = self.qualified_name(func)
+        if qualified in _LEGACY:
+            self._check(node, qualified)
+        elif isinstance(func, cst.Name) and qualified is None and func.value in self.aliases:
+            self.report(node, message=f"Legacy tensor constructor `{func.value}(...)` "
+                                      f"(`{self.aliases[func.value]}`): its meaning depends on "
+                                      "the type of its argument")
+
+    def _torch(self, func: cst.BaseExpression) -> tuple[str, tuple[str, ...]]:
+        """How this file spells `torch` (`torch`, or `t` after `import torch as t`),
+        and the import the fix needs."""
+        root = func
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if root is not func and isinstance(root, cst.Name) and self.qualified_name(root) == "torch":
+            return root.value, ()
+        return "torch", _IMPORTS
+
+    def _check(self, node: cst.Call, qualified: str) -> None:
+        dtype, device = _LEGACY[qualified]
+        short = qualified.removeprefix("torch.")
+        torch, imports = self._torch(node.func)
+        if dtype is not None:
+            dtype = dtype.replace("torch.", f"{torch}.")
+        args = list(node.args)
+        if any(a.keyword is not None or a.star for a in args):
+            self.report(node, message=f"Legacy tensor constructor `torch.{short}(...)`")
+            return
+        extra = {k: v for k, v in (("dtype", dtype), ("device", device)) if v}
+        if not args:
+            new = _rebuilt(node, f"{torch}.empty", [cst.Arg(cst.Integer("0"))], extra)
+            self.report(node, replacement=new, imports=imports,
+                        message=f"Legacy tensor constructor `torch.{short}()`: use `torch.empty(0)`")
+            return
+        first = args[0].value
+        if len(args) == 1 and _is_sequence(first):
+            data = args[0]
+            if dtype is None:
+                floats = _as_floats(first)
+                if floats is not None:
+                    data = data.with_changes(value=floats)
+                else:
+                    extra = {"dtype": f"{torch}.get_default_dtype()"}
+            new = _rebuilt(node, f"{torch}.tensor", [data], extra)
+            self.report(node, replacement=new, imports=imports, message=(
+                f"Legacy tensor constructor `torch.{short}(data)`: use `torch.tensor(data)`"))
+            return
+        if len(args) >= 2 or _is_size(first):
+            new = _rebuilt(node, f"{torch}.empty", args, extra)
+            self.report(node, replacement=new, imports=imports, message=(
+                f"`torch.{short}(*sizes)` allocates uninitialised memory through a legacy "
+                "constructor: use `torch.empty` (or `torch.zeros`)"))
+            return
+        self.report(node, message=(
+            f"Legacy tensor constructor `torch.{short}(x)`: a size, data or an alias of `x`, "
+            "depending on its type"))

@@ -1,0 +1,153 @@
+"""PTL231 variable-wrapper."""
+from __future__ import annotations
+
+import libcst as cst
+
+from ptlint.fixers.arguments import keyword, with_keyword
+from ptlint.fixers.expressions import call_method
+from ptlint.model import Safety
+from ptlint.rule import Rule
+
+_VARIABLE = ("torch.autograd.Variable", "torch.autograd.variable.Variable")
+# torch factories whose result is a new tensor that does not require grad
+_FACTORIES = frozenset(f"torch.{n}" for n in (
+    "tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn", "randint",
+    "randperm", "arange", "linspace", "logspace", "eye", "zeros_like", "ones_like", "empty_like",
+    "full_like", "rand_like", "randn_like", "randint_like", "bernoulli", "multinomial",
+))
+# factories that also take `requires_grad=` (not the integer/random-index ones)
+_TAKES_REQUIRES_GRAD = frozenset(f"torch.{n}" for n in (
+    "tensor", "zeros", "ones", "empty", "full", "rand", "randn", "arange", "linspace", "logspace",
+    "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
+))
+_PRIMARY = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.List, cst.Tuple, cst.Dict,
+            cst.Set, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Integer,
+            cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+def _parenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(node, _PRIMARY) or node.lpar:
+        return node
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+class VariableWrapper(Rule):
+    """
+    ## What it does
+    Flags calls to `torch.autograd.Variable(...)`.
+
+    ## Why is this bad?
+    Since PyTorch 0.4 every tensor is a variable: `Variable(x)` no longer
+    adds autograd tracking, it just returns `x.detach()` (a new tensor that
+    shares `x`'s memory and never requires grad), and `volatile=` has no
+    effect at all. Code that still wraps tensors reads as if it needed the
+    wrapper, hides that detach, and uses an API kept only for backward
+    compatibility. Use the tensor directly; use `requires_grad=True` on the
+    factory, or `x.requires_grad_()`, for leaves that need gradients, and
+    `torch.no_grad()` where `volatile=True` was meant.
+
+    ## Example
+    ```python
+    from torch.autograd import Variable
+    inputs = Variable(images.cuda())
+    noise = Variable(torch.randn(4, 100), requires_grad=True)
+    ```
+
+    Use instead:
+    ```python
+    inputs = images.cuda()
+    noise = torch.randn(4, 100, requires_grad=True)
+    ```
+
+    ## Fix safety
+    The fix removes the wrapper: `Variable(x)` becomes `x`, and
+    `Variable(x, requires_grad=True)` becomes `x.requires_grad_()` (or passes
+    `requires_grad=True` to a torch factory that takes it). `volatile=` and
+    `requires_grad=False` are dropped.
+
+    It is safe when `x` is a brand-new tensor that does not require grad: a
+    torch factory call such as `torch.randn(...)`, `torch.from_numpy(...)`
+    or `torch.tensor(...)`, or `x.data` / `x.detach()` (also followed by
+    `.clone()`). Otherwise it is
+    unsafe, because `Variable(x)` detaches: if `x` requires grad,
+    gradients now flow back through it, and `x.requires_grad_()` changes `x`
+    itself rather than a detached copy. For the usual case, a batch from a
+    data loader, both forms compute the same thing.
+
+    The now unused `from torch.autograd import Variable` is left in place.
+
+    ## References
+    - [PyTorch 0.4 migration guide: merging Tensor and Variable](https://pytorch.org/blog/pytorch-0_4_0-migration-guide/)
+    - [Autograd: locally disabling gradient computation](https://pytorch.org/docs/stable/notes/autograd.html#locally-disabling-gradient-computation)
+    """
+
+    code = "PTL231"
+    message = "`Variable(...)` is a leftover from PyTorch < 0.4: tensors are variables"
+    fix_title = "Use the tensor directly"
+    fix_safety = Safety.UNSAFE
+    requires_text = ("Variable",)
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.slots: set[int] = set()  # expressions that never need parentheses
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.slots.add(id(node.value))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        self.slots.add(id(node.value))
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.slots.add(id(node.value))
+
+    def visit_Element(self, node: cst.Element) -> None:
+        self.slots.add(id(node.value))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not isinstance(node.func, (cst.Name, cst.Attribute)):
+            return
+        if self.qualified_name(node.func) not in _VARIABLE:
+            return
+        plain = [a for a in node.args if a.keyword is None and not a.star]
+        keywords = {a.keyword.value for a in node.args if a.keyword is not None}
+        if (len(plain) != 1 or any(a.star for a in node.args) or node.args[0] is not plain[0]
+                or keywords - {"requires_grad", "volatile"}):
+            self.report(node)
+            return
+        data = plain[0].value
+        fresh = self._fresh(data)
+        flag = keyword(node, "requires_grad")
+        wants_grad = flag is not None and not (
+            isinstance(flag.value, cst.Name) and flag.value.value == "False")
+        if not wants_grad:
+            new: cst.BaseExpression = data
+            if id(node) not in self.slots:
+                new = _parenthesized(data)
+        elif (isinstance(data, cst.Call) and self.qualified_name(data.func) in _TAKES_REQUIRES_GRAD
+              and not any(a.star for a in data.args) and keyword(data, "requires_grad") is None):
+            new = with_keyword(data, "requires_grad", flag.value)
+        else:
+            args = () if isinstance(flag.value, cst.Name) and flag.value.value == "True" \
+                else (cst.Arg(flag.value),)
+            new = call_method(_parenthesized(data), "requires_grad_", *args)
+        if node.lpar:  # `(Variable(x))`: the parentheses belong to the call
+            new = new.with_changes(lpar=node.lpar, rpar=node.rpar)
+        self.report(node, replacement=new, safety=Safety.SAFE if fresh else Safety.UNSAFE)
+
+    def _fresh(self, data: cst.BaseExpression) -> bool:
+        """A new tensor that does not require grad and nothing else refers to."""
+        if isinstance(data, cst.Attribute) and data.attr.value == "data":
+            return True
+        if isinstance(data, cst.Call):
+            if isinstance(data.func, cst.Attribute) and data.func.attr.value == "detach" \
+                    and not data.args:
+                return True
+            if isinstance(data.func, cst.Attribute) and data.func.attr.value == "clone":
+                return self._fresh(data.func.value)  # `x.detach().clone()`
+            if isinstance(data.func, (cst.Name, cst.Attribute)) \
+                    and self.qualified_name(data.func) in _FACTORIES:
+                flag = keyword(data, "requires_grad")
+                return flag is None or (isinstance(flag.value, cst.Name)
+                                        and flag.value.value == "False")
+        return False

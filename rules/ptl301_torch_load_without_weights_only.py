@@ -1,0 +1,111 @@
+"""PTL301 torch-load-without-weights-only."""
+from __future__ import annotations
+
+import libcst as cst
+from packaging.version import Version
+
+from ptlint.fixers.arguments import argument, keyword, with_keyword
+from ptlint.model import Safety
+from ptlint.rule import Rule
+from ptlint.rules._symbols import catches
+
+_SAFE_DEFAULT = Version("2.6")  # torch.load defaults to weights_only=True from here on
+_TYPE_ERROR = frozenset({"TypeError"})
+
+
+class TorchLoadWithoutWeightsOnly(Rule):
+    """
+    ## What it does
+    Flags `torch.load(...)` calls that unpickle arbitrary objects on the
+    target torch version (`torch-version` in the config, `--torch-version`,
+    default the installed torch):
+
+    - on every version: an explicit `weights_only=False`, and a
+      `pickle_module=` without `weights_only=True` (a custom pickle module
+      turns the safe loader off);
+    - below torch 2.6, where `weights_only` defaults to `False`: a call that
+      does not pass `weights_only=` at all.
+
+    Calls that pass `**kwargs` (which may carry `weights_only`) and calls
+    inside an `except TypeError:` handler (the usual fallback for torch
+    versions older than 1.13, which do not know the argument) are not
+    flagged. `weights_only=` did not exist before torch 1.13, so the rule
+    does not run for older targets.
+
+    ## Why is this bad?
+    A checkpoint is a pickle: with `weights_only=False`, loading a file from
+    an untrusted source (a downloaded model, a shared drive) can run any code
+    it contains. `weights_only=True` restricts loading to tensors, primitive
+    types and allow-listed classes, which is all a `state_dict` needs.
+
+    ## Example
+    ```python
+    import torch
+    state = torch.load("model.pt", weights_only=False)
+    ```
+
+    Use instead:
+    ```python
+    import torch
+    state = torch.load("model.pt", weights_only=True)
+    ```
+
+    ## Fix safety
+    Only the missing-argument case below torch 2.6 has a fix: it adds
+    `weights_only=True`, which is what torch 2.6 and newer do anyway. It is
+    unsafe: a checkpoint that pickles whole modules, optimizers of custom
+    classes or other arbitrary objects no longer loads (allow-list its classes
+    with `torch.serialization.add_safe_globals`, or pass
+    `weights_only=False` for files you trust). An explicit
+    `weights_only=False` and a `pickle_module=` are deliberate choices and
+    are reported without a fix.
+
+    ## References
+    - [torch.load and weights_only](https://pytorch.org/docs/stable/notes/serialization.html#weights-only)
+    - [PyTorch 2.6 release notes: weights_only defaults to True](https://github.com/pytorch/pytorch/releases/tag/v2.6.0)
+    """
+
+    code = "PTL301"
+    message = "`torch.load()` may unpickle arbitrary code"
+    fix_title = "Add `weights_only=True`"
+    fix_safety = Safety.UNSAFE
+    tags = ("security",)
+    requires_text = ("load",)
+    torch_versions = ">=1.13"
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.fallbacks = 0
+        version = context.torch_version
+        self.safe_default = version is None or version >= _SAFE_DEFAULT
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        if catches(node, _TYPE_ERROR):
+            self.fallbacks += 1
+
+    def leave_ExceptHandler(self, original_node: cst.ExceptHandler) -> None:
+        if catches(original_node, _TYPE_ERROR):
+            self.fallbacks -= 1
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.fallbacks or isinstance(node.func, (cst.Call, cst.Subscript)):
+            return
+        if not self.is_name(node.func, "torch.load", "torch.serialization.load"):
+            return
+        weights_only = keyword(node, "weights_only")
+        if weights_only is not None:
+            if isinstance(weights_only.value, cst.Name) and weights_only.value.value == "False":
+                self.report(node, message="`torch.load(..., weights_only=False)` unpickles "
+                                          "arbitrary code: use it only for files you trust")
+            return
+        if any(a.star == "**" for a in node.args):
+            return  # `**kwargs` may pass weights_only
+        if argument(node, "pickle_module", 2) is not None:
+            self.report(node, message="`torch.load()` with `pickle_module=` does not use the "
+                                      "weights-only unpickler: it may run arbitrary code")
+            return
+        if self.safe_default:
+            return
+        self.report(node, message="`torch.load()` without `weights_only=True` unpickles arbitrary "
+                                  "code before torch 2.6",
+                    replacement=with_keyword(node, "weights_only", "True"))

@@ -1,0 +1,306 @@
+"""The runtime companion: every rule's bad and fixed programs run, and each check
+shows the documented difference (`ptlint verify`)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ptlint import verify  # noqa: E402
+from ptlint.cli import main as cli_main  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+MISSION = ("PTL001", "PTL002", "PTL003", "PTL004", "PTL005", "PTL101", "PTL102")
+FAST = ("--min-time", "0.05", "--timeout", "180")
+CUDA = torch.cuda.is_available()
+
+
+def ptlint(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`ptlint ARGS` in this process (torch is imported here already; each
+    version still runs in its own worker process)."""
+    out, err = io.StringIO(), io.StringIO()
+    here = Path.cwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli_main(list(args))
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def rows(proc: subprocess.CompletedProcess) -> dict[str, dict]:
+    assert proc.stdout.strip(), proc.stderr
+    return {row["rule"]: row for row in json.loads(proc.stdout)["checks"]}
+
+
+# -- every mission rule on CPU (one run, shared) ----------------------------------
+@pytest.fixture(scope="module")
+def cpu_run() -> subprocess.CompletedProcess:
+    return ptlint("verify", "--device", "cpu", "--output-format", "json", "-j", "2", *FAST)
+
+
+def test_every_check_passes_on_cpu(cpu_run):
+    found = rows(cpu_run)
+    assert set(MISSION) <= set(found), "a mission rule has no runnable pair"
+    failed = {code: (row["detail"], row["bad"]["error"], row["fixed"]["error"])
+              for code, row in found.items() if not row["passed"]}
+    assert not failed, failed
+    assert cpu_run.returncode == 0, cpu_run.stderr
+
+
+@pytest.mark.parametrize("code", MISSION)
+def test_both_versions_timed_and_measured(cpu_run, code):
+    row = rows(cpu_run)[code]
+    assert row["device"] == "cpu"
+    for version in ("bad", "fixed"):
+        v = row[version]
+        assert v["error"] is None, v["error"]
+        assert v["time"]["median"] > 0 and v["time"]["runs"] >= 1
+        assert v["memory"] and v["memory"][0]["params"] == {}
+    assert row["ratio"] > 0
+
+
+def test_ptl001_memory_grows_with_steps_only_in_bad(cpu_run):
+    row = rows(cpu_run)["PTL001"]
+    bad = [p for p in row["bad"]["memory"] if "steps" in p["params"]]
+    fixed = [p for p in row["fixed"]["memory"] if "steps" in p["params"]]
+    assert [p["params"]["steps"] for p in bad] == [8, 16, 32]
+    assert bad[-1]["peak"] - bad[0]["peak"] > 4 * max(fixed[-1]["peak"] - fixed[0]["peak"], 0)
+    assert bad[-1]["peak"] - bad[0]["peak"] > 24 * 32 * 1024  # at least 32 KiB per extra step
+    assert "linearly" in row["detail"]
+
+
+def test_ptl003_has_a_hand_written_reference(cpu_run):
+    row = rows(cpu_run)["PTL003"]
+    assert row["reference"] is not None and row["reference"]["error"] is None
+    assert "hand-written" in row["detail"]
+
+
+def test_ptl101_states_the_cpu_ratio_honestly(cpu_run):
+    assert "ratio stays near 1" in rows(cpu_run)["PTL101"]["note"]
+
+
+def test_ptl102_fixed_runs_under_torchrun_with_two_processes(cpu_run):
+    row = rows(cpu_run)["PTL102"]
+    assert row["bad"]["processes"] == 1 and row["fixed"]["processes"] == 2
+    assert "parameters equal" in row["detail"]
+    assert "torchrun --nproc_per_node=2" in row["note"]
+
+
+def test_the_ptl102_fixture_itself_is_used():
+    assert verify.rule_pairs(ROOT)["PTL102"][1] == ROOT / "fixtures" / "PTL102_data_parallel"
+
+
+# -- a check that must fail does fail ------------------------------------------------
+def test_a_wrong_fix_fails_the_check(tmp_path):
+    """A "fixed" file that does not fix (PTL004) and one that crashes: exit 1,
+    both FAILED, with the reason in the report."""
+    shutil.copytree(ROOT / "fixtures" / "PTL004_zero_grad_before_step",
+                    tmp_path / "fixtures" / "PTL004_zero_grad_before_step")
+    folder = tmp_path / "fixtures" / "PTL004_zero_grad_before_step"
+    shutil.copy(folder / "bad.py", folder / "fixed.py")  # the fix "forgot" to move zero_grad
+    (tmp_path / "runtime_checks").mkdir()
+    shutil.copy(HERE / "ptl004.py", tmp_path / "runtime_checks" / "ptl004.py")
+    crash = tmp_path / "fixtures" / "PTL999_crashes"
+    crash.mkdir()
+    (crash / "bad.py").write_text("def main(device='cpu'):\n    return {'x': 1.0}\n")
+    (crash / "fixed.py").write_text("def main(device='cpu'):\n    raise RuntimeError('boom')\n")
+
+    proc = ptlint("verify", "--root", str(tmp_path), "--no-timing", "-j", "2",
+                  "--timeout", "180")
+    assert proc.returncode == 1, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "0 passed, 2 failed" in out
+    assert "PTL004 zero-grad-before-step FAILED: bad weights unchanged in every loop" in out
+    assert "fixed weights moved by 0, 0, 0" in out
+    assert "PTL999 crashes FAILED: fixed failed: RuntimeError: boom" in out
+    assert "Traceback" in proc.stdout
+
+
+def test_a_version_that_runs_too_long_is_stopped(tmp_path):
+    folder = tmp_path / "fixtures" / "PTL999_sleeps"
+    folder.mkdir(parents=True)
+    (tmp_path / "runtime_checks").mkdir()
+    (folder / "bad.py").write_text("def main(device='cpu'):\n    return {'x': 1.0}\n")
+    (folder / "fixed.py").write_text("import time\n\n\ndef main(device='cpu'):\n"
+                                     "    time.sleep(600)\n")
+    proc = ptlint("verify", "--root", str(tmp_path), "--output-format", "json", "--no-timing",
+                  "--timeout", "5")
+    assert proc.returncode == 1
+    row = rows(proc)["PTL999"]
+    assert not row["passed"] and row["fixed"]["error"] == "timed out after 5 s"
+    assert row["fixed"]["wall_s"] < 60
+
+
+def test_fresh_interpreters_without_the_fork_server():
+    """The path CUDA runs take: each version in a new `python -m ptlint.verify --worker`."""
+    proc = ptlint("verify", "PTL101", "--no-fork", "--no-timing", "--output-format", "json",
+                  "-j", "2", "--timeout", "180")
+    assert proc.returncode == 0, proc.stderr
+    row = rows(proc)["PTL101"]
+    assert row["passed"] and row["bad"]["time"] is None
+    assert row["fixed"]["peak_bytes"] is not None
+
+
+def test_results_that_differ_fail_the_default_check():
+    bad = verify.Version("bad", "bad.py", "cpu", result={"x": torch.arange(3.0)})
+    fixed = verify.Version("fixed", "fixed.py", "cpu", result={"x": torch.arange(3.0) + 1})
+    passed, detail = verify.Spec("PTL998").compare(bad, fixed, None)
+    assert not passed and detail == "results differ: x (max |diff| 1)"
+    assert verify.Spec("PTL998").compare(bad, bad, None)[0]
+
+
+# -- a user's own script ---------------------------------------------------------------
+USER_SCRIPT = """\
+import torch
+import torch.nn as nn
+
+
+def main(device="cpu"):
+    torch.manual_seed(0)
+    net = nn.Linear(4, 2).to(device)
+    model = nn.DataParallel(net)
+    return {"out": model(torch.ones(3, 4, device=device))}
+"""
+
+
+def test_verify_a_user_script_leaves_it_untouched(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(USER_SCRIPT)
+    before = (script.read_bytes(), script.stat().st_mtime_ns, sorted(os.listdir(tmp_path)))
+    proc = ptlint("verify", str(script), "--output-format", "json", *FAST, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    row = rows(proc)["PTL102"]
+    assert row["passed"] and row["name"] == "train.py"
+    assert row["bad"]["path"] == str(script) and row["fixed"]["path"] != str(script)
+    assert row["bad"]["time"] and row["fixed"]["time"]
+    assert (script.read_bytes(), script.stat().st_mtime_ns, sorted(os.listdir(tmp_path))) == before
+
+
+def test_user_script_with_nothing_to_fix(tmp_path, capsys):
+    script = tmp_path / "clean.py"
+    script.write_text("def main(device='cpu'):\n    return {'x': 1}\n")
+    assert cli_main(["verify", str(script)]) == 0
+    assert "nothing to fix" in capsys.readouterr().err
+
+
+def test_user_script_without_main_is_an_error(tmp_path, capsys):
+    script = tmp_path / "nomain.py"
+    script.write_text("import torch.nn as nn\nmodel = nn.DataParallel(nn.Linear(2, 2))\n")
+    assert cli_main(["verify", str(script)]) == 2
+    assert "main(device)" in capsys.readouterr().err
+    assert script.read_text().startswith("import torch.nn")
+
+
+# -- usage ------------------------------------------------------------------------------
+def test_unknown_rule_is_an_error(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert cli_main(["verify", "PTL900"]) == 2
+    assert "PTL900 has no runnable" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(CUDA, reason="CUDA is available here")
+def test_cuda_without_cuda_is_an_error(capsys):
+    assert cli_main(["verify", "--device", "cuda"]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+
+
+def test_verify_without_torch_is_a_clear_error():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from ptlint.cli import main\nsys.exit(main(['verify']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "needs torch" in proc.stderr
+
+
+def test_the_linter_core_never_imports_torch():
+    code = ("import sys\nfrom ptlint.cli import build_parser, main\nbuild_parser()\n"
+            "main(['check', '--no-cache', '-q', 'fixtures/PTL102_data_parallel/bad.py'])\n"
+            "print('torch' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.stdout.strip().splitlines()[-1] == "False", proc.stderr
+
+
+# -- helpers and the stand-in pairs ---------------------------------------------------------
+def test_max_diff_and_allclose():
+    a = {"p": [torch.ones(2), torch.zeros(3)], "loss": 1.0}
+    b = {"p": [torch.ones(2), torch.zeros(3) + 1e-3], "loss": 1.0}
+    assert verify.max_diff(a, a) == (0.0, "")
+    worst, where = verify.max_diff(a, b)
+    assert worst == pytest.approx(1e-3) and where == "p[1]"
+    assert verify.allclose(a, b, atol=1e-2) and not verify.allclose(a, b)
+    assert verify.max_diff(a, {"p": [torch.ones(2)], "loss": 1.0})[0] == float("inf")
+    assert verify.max_diff({"x": torch.ones(2)}, {"x": torch.ones(3)})[0] == float("inf")
+
+
+def test_growth_per_step():
+    points = [(n, verify.MemoryPoint({"steps": n}, None, 100 * n + 7, 0)) for n in (8, 16, 32)]
+    assert verify.growth_per_step(points) == pytest.approx(100)
+    assert verify.growth_per_step(points[:1]) is None
+
+
+def test_runtime_programs_win_over_fixtures(tmp_path):
+    for parent in ("fixtures", "runtime_checks/programs"):
+        folder = tmp_path / parent / "PTL004_zero_grad_before_step"
+        folder.mkdir(parents=True)
+        for name in ("bad.py", "fixed.py"):
+            (folder / name).write_text("def main(device='cpu'):\n    return {}\n")
+    not_runnable = tmp_path / "fixtures" / "PTL005_backward_inside_autocast"
+    not_runnable.mkdir()
+    (not_runnable / "bad.py").write_text("x = 1\n")
+    (not_runnable / "fixed.py").write_text("x = 1\n")
+    pairs = verify.rule_pairs(tmp_path)
+    assert pairs == {"PTL004": ("zero-grad-before-step",
+                                tmp_path / "runtime_checks" / "programs" / "PTL004_zero_grad_before_step")}
+
+
+@pytest.mark.parametrize("folder", sorted((HERE / "programs").glob("PTL*")), ids=lambda p: p.name)
+def test_runtime_programs_are_what_the_rule_flags_and_fixes(folder):
+    from ptlint.config import Settings, validate
+    from ptlint.engine import fix_text, lint_text
+
+    code = folder.name.split("_")[0]
+    bad = (folder / "bad.py").read_text()
+    fixed = (folder / "fixed.py").read_text()
+    settings = Settings(select=[code])
+    validate(settings)
+    expected = {i for i, line in enumerate(bad.splitlines(), 1) if f"# expect: {code}" in line}
+    assert expected and {f.span.start.line for f in lint_text(bad, "bad.py", settings).findings} == expected
+    assert fix_text(bad, "bad.py", settings, unsafe=True).text == fixed
+    assert verify.defines_main(folder / "bad.py") and verify.defines_main(folder / "fixed.py")
+
+
+# -- GPU -------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_every_check_passes_on_cuda():
+    proc = ptlint("verify", "--device", "cuda", "--output-format", "json", *FAST)
+    found = rows(proc)
+    assert not {code: row["detail"] for code, row in found.items() if not row["passed"]}
+    assert proc.returncode == 0
+    info = json.loads(proc.stdout)
+    assert info["device"] == "cuda" and info["gpu"]
+    assert found["PTL101"]["device"] == "cuda"
+    assert found["PTL001"]["bad"]["memory"][-1]["retained"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_auto_picks_cuda_when_available():
+    proc = ptlint("verify", "PTL101", "--device", "auto", "--output-format", "json", *FAST)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["device"] == "cuda"

@@ -1,0 +1,385 @@
+"""The command line, end to end, as a user runs it (a subprocess per call)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+
+BAD = """\
+import torch.nn as nn
+
+
+def wrap(model):
+    model = nn.DataParallel(model)
+    return model
+"""
+CLEAN = "import torch\n\nx = torch.zeros(3)\n"
+FIXED_LINE = "    model = DistributedDataParallel(model) if torch.distributed.is_initialized() else model"
+
+
+def finding_lines(stdout: str) -> list[str]:
+    return [l for l in stdout.splitlines() if re.match(r"^\S+:\d+:\d+: PTL\d{3} ", l)]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(BAD)
+    (tmp_path / "src" / "ok.py").write_text(CLEAN)
+    return tmp_path
+
+
+def test_check_is_the_default_command(cli, project):
+    a = cli("src", cwd=project)
+    b = cli("check", "src", cwd=project)
+    assert a.returncode == b.returncode == 1
+    assert a.stdout == b.stdout
+    assert "src/train.py:5:13: PTL102" in a.stdout
+
+
+def test_exit_codes(cli, project):
+    assert cli("src/ok.py", cwd=project).returncode == 0
+    assert cli("src/train.py", cwd=project).returncode == 1
+    assert cli("src/train.py", "--exit-zero", cwd=project).returncode == 0
+    missing = cli("nope/", cwd=project)
+    assert missing.returncode == 2
+    assert "nope/: no such file or directory" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+def test_version(cli):
+    from ptlint import __version__
+
+    out = cli("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"ptlint {__version__}"
+
+
+def test_walk_skips_gitignored_and_usual_folders(cli, project):
+    for folder in (".venv", "build", "node_modules", "__pycache__", "generated"):
+        (project / folder).mkdir()
+        (project / folder / "bad.py").write_text(BAD)
+    (project / ".git").mkdir()
+    (project / ".gitignore").write_text("generated/\n*.skip.py\n")
+    (project / "src" / "x.skip.py").write_text(BAD)
+    out = cli(".", "--output-format", "concise", cwd=project)
+    assert [l.split(":")[0] for l in finding_lines(out.stdout)] == ["src/train.py"]
+
+
+def test_exclude_and_extend_exclude(cli, project):
+    (project / "pyproject.toml").write_text('[tool.ptlint]\nextend-exclude = ["src/train.py"]\n')
+    assert cli(".", cwd=project).returncode == 0
+    (project / "pyproject.toml").write_text('[tool.ptlint]\n')
+    assert cli(".", "--extend-exclude", "src", cwd=project).returncode == 0
+    # a file named on the command line is always linted
+    assert cli("src/train.py", "--extend-exclude", "src", cwd=project).returncode == 1
+
+
+def test_fix_applies_only_safe_fixes_by_default(cli, project):
+    out = cli("src", "--fix", cwd=project)
+    assert (project / "src/train.py").read_text() == BAD  # PTL102's fix is unsafe
+    assert out.returncode == 1
+    assert "Fixed 0 findings, 1 remaining." in out.stdout
+    assert "1 more fixable with `--fix --unsafe-fixes`" in out.stdout
+
+
+def test_fix_unsafe(cli, project):
+    out = cli("src", "--fix", "--unsafe-fixes", cwd=project)
+    text = (project / "src/train.py").read_text()
+    assert FIXED_LINE in text
+    assert "from torch.nn.parallel import DistributedDataParallel" in text
+    assert out.returncode == 0
+    assert "Fixed 1 finding, 0 remaining." in out.stdout
+    again = cli("src", "--fix", "--unsafe-fixes", cwd=project)
+    assert (project / "src/train.py").read_text() == text
+    assert again.returncode == 0
+
+
+def test_config_can_make_a_fix_safe(cli, project):
+    (project / "pyproject.toml").write_text('[tool.ptlint]\nextend-safe-fixes = ["PTL102"]\n')
+    assert cli("src", "--fix", cwd=project).returncode == 0
+    assert FIXED_LINE in (project / "src/train.py").read_text()
+
+
+def test_unsafe_fixes_from_config_and_unfixable(cli, project):
+    (project / "pyproject.toml").write_text('[tool.ptlint]\nunsafe-fixes = true\nunfixable = ["PTL1"]\n')
+    cli("src", "--fix", cwd=project)
+    assert (project / "src/train.py").read_text() == BAD
+    (project / "pyproject.toml").write_text('[tool.ptlint]\nunsafe-fixes = true\nfixable = ["PTL102"]\n')
+    cli("src", "--fix", cwd=project)
+    assert FIXED_LINE in (project / "src/train.py").read_text()
+
+
+def test_diff_changes_nothing(cli, project):
+    out = cli("src", "--diff", "--unsafe-fixes", cwd=project)
+    assert out.returncode == 1
+    assert (project / "src/train.py").read_text() == BAD
+    assert "--- a/src/train.py" in out.stdout and "+++ b/src/train.py" in out.stdout
+    assert "+" + FIXED_LINE in out.stdout
+    assert "-    model = nn.DataParallel(model)" in out.stdout
+    assert cli("src/ok.py", "--diff", cwd=project).returncode == 0
+    # without --unsafe-fixes there is nothing safe to apply
+    assert cli("src", "--diff", cwd=project).returncode == 0
+
+
+@pytest.mark.parametrize("flags, code", [
+    (["--select", "PTL102"], 1), (["--select", "PTL1"], 1), (["--select", "ALL"], 1),
+    (["--select", "PTL0"], 0), (["--ignore", "PTL102"], 0), (["--ignore", "PTL1"], 0),
+    (["--select", "PTL0", "--extend-select", "PTL102"], 1),
+    (["--select", "data-parallel"], 1),
+])
+def test_select_ignore(cli, project, flags, code):
+    assert cli("src", *flags, cwd=project).returncode == code
+
+
+def test_unknown_selector_is_an_error(cli, project):
+    out = cli("src", "--select", "PTL999", cwd=project)
+    assert out.returncode == 2
+    assert "unknown rule selector 'PTL999'" in out.stderr
+
+
+def test_statistics(cli, project):
+    (project / "src" / "more.py").write_text(BAD + "\nother = nn.DataParallel(model)\n")
+    out = cli("src", "--statistics", cwd=project)
+    assert out.returncode == 1
+    assert re.search(r"^3\tPTL102\t\[ \] data-parallel$", out.stdout, re.M)
+    js = cli("src", "--statistics", "--output-format", "json", cwd=project)
+    assert json.loads(js.stdout) == [{"code": "PTL102", "name": "data-parallel", "count": 3,
+                                      "fixable": False}]
+
+
+def test_concise_format(cli, project):
+    out = cli("src/train.py", "--output-format", "concise", cwd=project)
+    assert finding_lines(out.stdout) == [(
+        "src/train.py:5:13: PTL102 `DataParallel` is slower than `DistributedDataParallel`, "
+        "even on one machine")]
+
+
+def test_full_format_without_colour_when_piped(cli, project):
+    out = cli("src/train.py", cwd=project)
+    assert "\x1b[" not in out.stdout
+    assert "5 |     model = nn.DataParallel(model)" in out.stdout
+    assert "^^^^^^^^^^^^^^^^^^^^^^" in out.stdout
+    assert "help (unsafe fix): Wrap in `DistributedDataParallel`" in out.stdout
+
+
+def test_full_format_colour_respects_no_color(cli, project):
+    env = {**os.environ, "FORCE_COLOR": "1", "TERM": "xterm-256color"}
+    env.pop("NO_COLOR", None)
+    assert "\x1b[" in cli("src/train.py", cwd=project, env=env).stdout
+    env["NO_COLOR"] = "1"  # bold may stay; colours go
+    assert not re.search(r"\x1b\[[0-9;]*3[0-9]m", cli("src/train.py", cwd=project, env=env).stdout)
+
+
+def test_json_format(cli, project):
+    out = cli("src/train.py", "--output-format", "json", cwd=project)
+    [item] = json.loads(out.stdout)
+    assert item["code"] == "PTL102" and item["name"] == "data-parallel"
+    assert item["path"] == "src/train.py"
+    assert (item["line"], item["column"], item["end_line"], item["end_column"]) == (5, 13, 5, 35)
+    assert item["url"].endswith("#ptl102")
+    fix = item["fix"]
+    assert fix["applicability"] == "unsafe" and fix["message"].startswith("Wrap in")
+    [edit] = fix["edits"]
+    assert edit["location"] == {"line": 5, "column": 13}
+    assert edit["end_location"] == {"line": 5, "column": 35}
+    assert edit["content"].startswith("DistributedDataParallel(model) if")
+    assert json.loads(cli("src/ok.py", "--output-format", "json", cwd=project).stdout) == []
+
+
+def test_json_positions_match_concise(cli, project):
+    js = json.loads(cli("src", "--output-format", "json", cwd=project).stdout)
+    concise = finding_lines(cli("src", "--output-format", "concise", cwd=project).stdout)
+    assert [f"{i['path']}:{i['line']}:{i['column']}: {i['code']} {i['message']}" for i in js] == concise
+
+
+def test_sarif_has_what_github_code_scanning_needs(cli, project):
+    out = cli("src", "--output-format", "sarif", cwd=project)
+    log = json.loads(out.stdout)
+    assert log["version"] == "2.1.0" and "$schema" in log
+    [run] = log["runs"]
+    driver = run["tool"]["driver"]
+    assert driver["name"] == "ptlint"
+    rule_ids = [r["id"] for r in driver["rules"]]
+    from ptlint.rule import registry
+
+    assert set(registry()) <= set(rule_ids)
+    for rule in driver["rules"]:
+        assert rule["shortDescription"]["text"]
+    [result] = run["results"]
+    assert result["ruleId"] == "PTL102"
+    assert driver["rules"][result["ruleIndex"]]["id"] == "PTL102"
+    assert result["level"] in ("error", "warning", "note")
+    assert result["message"]["text"]
+    location = result["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == "src/train.py"
+    assert location["region"] == {"startLine": 5, "startColumn": 13, "endLine": 5, "endColumn": 35}
+
+
+def test_github_format(cli, project):
+    out = cli("src/train.py", "--output-format", "github", cwd=project)
+    assert out.stdout.startswith(
+        "::error title=ptlint (PTL102),file=src/train.py,line=5,col=13,endColumn=35,endLine=5::"
+        "src/train.py:5:13: PTL102 ")
+
+
+def test_gitlab_fingerprint_ignores_line_numbers(cli, project):
+    first = json.loads(cli("src/train.py", "--output-format", "gitlab", cwd=project).stdout)
+    (project / "src/train.py").write_text("\n\n" + BAD)
+    second = json.loads(cli("src/train.py", "--output-format", "gitlab", cwd=project).stdout)
+    assert first[0]["fingerprint"] == second[0]["fingerprint"]
+    assert first[0]["location"]["lines"]["begin"] + 2 == second[0]["location"]["lines"]["begin"]
+    assert first[0]["check_name"] == "PTL102"
+
+
+def test_rules_and_rule(cli):
+    rules = cli("rules")
+    assert rules.returncode == 0 and "PTL102" in rules.stdout and "data-parallel" in rules.stdout
+    listed = json.loads(cli("rules", "--output-format", "json").stdout)
+    assert {"code": "PTL102", "name": "data-parallel"}.items() <= listed[[r["code"] for r in listed].index("PTL102")].items()
+    doc = cli("rule", "PTL102")
+    assert doc.returncode == 0
+    assert "## Why is this bad?" in doc.stdout and "Fix: unsafe." in doc.stdout
+    assert cli("rule", "data-parallel").stdout == doc.stdout
+    bad = cli("rule", "PTL998")
+    assert bad.returncode == 2 and "unknown rule" in bad.stderr
+
+
+def test_config_discovered_by_walking_up(cli, project):
+    (project / "pyproject.toml").write_text('[tool.ptlint]\nignore = ["PTL102"]\n')
+    assert cli("train.py", cwd=project / "src").returncode == 0
+    assert cli(str(project / "src"), cwd="/").returncode == 0
+
+
+def test_ptlint_toml_and_config_flag(cli, project):
+    (project / "ptlint.toml").write_text('ignore = ["PTL102"]\n')
+    assert cli("src", cwd=project).returncode == 0
+    other = project / "other.toml"
+    other.write_text('[tool.ptlint]\nselect = ["PTL102"]\n')
+    other.rename(project / "pyproject-alt.toml")
+    (project / "alt").mkdir()
+    (project / "alt" / "pyproject.toml").write_text('[tool.ptlint]\nselect = ["PTL102"]\n')
+    assert cli("src", "--config", "alt/pyproject.toml", cwd=project).returncode == 1
+
+
+def test_cli_overrides_config(cli, project):
+    (project / "pyproject.toml").write_text('[tool.ptlint]\nselect = ["PTL102"]\noutput-format = "json"\n')
+    assert json.loads(cli("src", cwd=project).stdout)[0]["code"] == "PTL102"
+    assert cli("src", "--output-format", "concise", cwd=project).stdout.startswith("src/train.py:5:13")
+    assert cli("src", "--ignore", "PTL102", cwd=project).returncode == 0
+
+
+@pytest.mark.parametrize("content, message", [
+    ('[tool.ptlint]\nslect = ["PTL102"]\n', "unknown key 'slect'"),
+    ('[tool.ptlint]\nselect = ["PTL9"]\n', "unknown rule selector 'PTL9'"),
+    ('[tool.ptlint]\nselect = "PTL102"\n', "expected a list of strings"),
+    ('[tool.ptlint]\noutput-format = "xml"\n', "unknown output format 'xml'"),
+    ('[tool.ptlint]\nper-file-ignores = {"x.py" = ["NOPE1"]}\n', "unknown rule selector 'NOPE1'"),
+    ('[tool.ptlint\n', "invalid TOML"),
+])
+def test_bad_config_is_a_clear_error(cli, project, content, message):
+    (project / "pyproject.toml").write_text(content)
+    out = cli("src", cwd=project)
+    assert out.returncode == 2
+    assert message in out.stderr and "pyproject.toml" in out.stderr or message in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_missing_config_file(cli, project):
+    out = cli("src", "--config", "nope.toml", cwd=project)
+    assert out.returncode == 2 and "nope.toml" in out.stderr
+
+
+def test_per_file_ignores(cli, project):
+    (project / "pyproject.toml").write_text(
+        '[tool.ptlint]\n[tool.ptlint.per-file-ignores]\n"src/train.py" = ["PTL102"]\n')
+    assert cli("src", cwd=project).returncode == 0
+    (project / "pyproject.toml").write_text(
+        '[tool.ptlint]\n[tool.ptlint.per-file-ignores]\n"tests/**" = ["PTL1"]\n')
+    assert cli("src", cwd=project).returncode == 1
+
+
+@pytest.mark.parametrize("comment, silent", [
+    ("  # noqa: PTL102", True), ("  # noqa", True), ("  # NOQA:PTL102,PTL001", True),
+    ("  # noqa: PTL001", False), ("  # noqa: E501", False),
+])
+def test_noqa(cli, project, comment, silent):
+    (project / "src/train.py").write_text(BAD.replace("(model)\n    return", f"(model){comment}\n    return"))
+    assert cli("src/train.py", cwd=project).returncode == (0 if silent else 1)
+
+
+def test_file_level_noqa(cli, project):
+    (project / "src/train.py").write_text("# ptlint: noqa\n" + BAD)
+    assert cli("src/train.py", cwd=project).returncode == 0
+    (project / "src/train.py").write_text("# ptlint: noqa: PTL102\n" + BAD)
+    assert cli("src/train.py", cwd=project).returncode == 0
+
+
+def test_syntax_error_is_reported_and_the_run_goes_on(cli, project):
+    (project / "src" / "broken.py").write_text("def f(:\n    pass\n")
+    out = cli("src", "--output-format", "concise", cwd=project)
+    assert out.returncode == 1
+    lines = out.stdout.splitlines()
+    assert "src/broken.py:1:7: PTL000 SyntaxError: invalid syntax" in lines
+    assert any(l.startswith("src/train.py:5:13: PTL102") for l in lines)
+    assert cli("src", "--ignore", "PTL000", "--output-format", "concise", cwd=project).stdout.count("PTL000") == 0
+
+
+def test_stdin(cli, project):
+    out = cli("-", "--stdin-filename", "src/model.py", "--output-format", "concise", stdin=BAD, cwd=project)
+    assert out.returncode == 1
+    assert out.stdout.startswith("src/model.py:5:13: PTL102")
+    anonymous = cli("-", "--output-format", "concise", stdin=BAD)
+    assert anonymous.stdout.startswith("-:5:13: PTL102")
+    fixed = cli("-", "--fix", "--unsafe-fixes", stdin=BAD)
+    assert FIXED_LINE in fixed.stdout
+    assert fixed.returncode == 0
+
+
+def test_jobs_give_the_same_ordered_result(cli, project):
+    for i in range(12):
+        (project / "src" / f"m{i:02}.py").write_text(BAD)
+    one = cli("src", "--jobs", "1", "--no-cache", "--output-format", "concise", cwd=project)
+    two = cli("src", "--jobs", "2", "--no-cache", "--output-format", "concise", cwd=project)
+    assert one.stdout == two.stdout and one.stdout.count("PTL102") == 13
+    assert finding_lines(one.stdout) == sorted(finding_lines(one.stdout))
+
+
+def test_cache_and_clean(cli, project):
+    first = cli("src", "--output-format", "concise", cwd=project)
+    cache = project / ".ptlint_cache"
+    assert cache.is_dir() and (cache / ".gitignore").exists()
+    entries = [p for p in cache.rglob("*") if p.is_file() and p.name != ".gitignore"]
+    assert entries
+    assert cli("src", "--output-format", "concise", cwd=project).stdout == first.stdout
+    # a changed file is linted again, not served from the cache
+    (project / "src/train.py").write_text(CLEAN)
+    assert cli("src", cwd=project).returncode == 0
+    assert cli("clean", cwd=project).returncode == 0
+    assert not cache.exists()
+    cli("src", "--no-cache", cwd=project)
+    assert not cache.exists()
+
+
+def test_cache_key_includes_the_settings(cli, project):
+    assert cli("src", cwd=project).returncode == 1
+    assert cli("src", "--ignore", "PTL102", cwd=project).returncode == 0
+    assert cli("src", cwd=project).returncode == 1
+
+
+def test_timings(cli, project):
+    out = cli("src", "--timings", "--no-cache", cwd=project)
+    assert "timings" in out.stderr and "parse" in out.stderr and "rule PTL102" in out.stderr
+
+
+def test_force_exclude_applies_to_named_files(cli, project):
+    (project / "pyproject.toml").write_text('[tool.ptlint]\nextend-exclude = ["src/train.py"]\n')
+    assert cli("src/train.py", cwd=project).returncode == 1
+    assert cli("src/train.py", "--force-exclude", cwd=project).returncode == 0
+    (project / "pyproject.toml").write_text('[tool.ptlint]\nforce-exclude = true\nextend-exclude = ["src"]\n')
+    assert cli("src/train.py", cwd=project).returncode == 0

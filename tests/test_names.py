@@ -1,0 +1,45 @@
+"""The light name resolver: scopes open and close where Python's do."""
+from __future__ import annotations
+
+import libcst as cst
+
+from ptlint.names import NameResolver, ScopeExit
+
+
+def _resolve_all(source: str, dotted: str) -> list[str | None]:
+    """What every `dotted` expression in `source` resolves to, in order."""
+    resolver = NameResolver()
+    seen: list[str | None] = []
+
+    class Probe(cst.BatchableCSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if cst.Module([]).code_for_node(node) == dotted:
+                seen.append(resolver.qualified_name(node))
+
+    cst.MetadataWrapper(cst.parse_module(source)).visit_batched(
+        [resolver, Probe(), ScopeExit(resolver)])
+    return seen
+
+
+def test_every_scope_hook_is_registered():
+    # LibCST keeps visitor methods by `__name__`: aliases would be dropped
+    resolver = NameResolver()
+    leaves = set(ScopeExit(resolver).get_visitors())
+    visits = set(resolver.get_visitors())
+    for kind in ("FunctionDef", "Lambda", "ClassDef", "ListComp", "SetComp", "DictComp",
+                 "GeneratorExp"):
+        assert f"leave_{kind}" in leaves
+    for kind in ("ListComp", "SetComp", "DictComp", "GeneratorExp"):
+        assert f"visit_{kind}" in visits
+
+
+def test_a_parameter_shadows_only_inside_its_function():
+    source = (
+        "import torch\n"
+        "def f(torch):\n"
+        "    return torch.nn\n"
+        "x = torch.nn\n"
+        "y = [torch for torch in range(3)]\n"
+        "z = torch.nn\n"
+    )
+    assert _resolve_all(source, "torch.nn") == [None, "torch.nn", "torch.nn"]

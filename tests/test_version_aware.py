@@ -1,0 +1,76 @@
+"""Rules whose findings depend on the target torch version (`torch-version`)."""
+from __future__ import annotations
+
+import textwrap
+
+from packaging.version import Version
+
+from conftest import settings_for
+from ptlint.engine import fix_text, lint_text
+
+
+def _lint(code: str, source: str, version: str):
+    settings = settings_for(code, torch_version=Version(version))
+    return settings, lint_text(textwrap.dedent(source), "t.py", settings).findings
+
+
+LOAD = """
+import torch
+
+def restore(path, kwargs):
+    a = torch.load(path)
+    b = torch.load(path, weights_only=False)
+    c = torch.load(path, **kwargs)
+    try:
+        d = torch.load(path, weights_only=True)
+    except TypeError:
+        d = torch.load(path)
+    return a, b, c, d
+"""
+
+
+def test_torch_load_before_2_6_flags_a_missing_weights_only_and_fixes_it():
+    settings, findings = _lint("PTL301", LOAD, "2.5")
+    assert [(f.span.start.line, f.fix is not None) for f in findings] == [(5, True), (6, False)]
+    fixed = fix_text(textwrap.dedent(LOAD), "t.py", settings, unsafe=True).text
+    assert "a = torch.load(path, weights_only=True)" in fixed
+    assert "c = torch.load(path, **kwargs)" in fixed
+    assert "        d = torch.load(path)\n" in fixed
+
+
+def test_torch_load_from_2_6_flags_only_explicit_false():
+    _, findings = _lint("PTL301", LOAD, "2.6")
+    assert [f.span.start.line for f in findings] == [6]
+
+
+def test_torch_load_rule_off_before_1_13():
+    _, findings = _lint("PTL301", LOAD, "1.12")
+    assert findings == []
+
+
+REMOVED = """
+import torch
+from torch._six import inf
+
+x = torch.solve(b, A)
+q = torch.qr(a)
+"""
+
+
+def test_removed_api_depends_on_the_target_version():
+    _, removed = _lint("PTL201", REMOVED, "2.1")
+    _, deprecated = _lint("PTL202", REMOVED, "2.1")
+    assert [f.span.start.line for f in removed] == [3, 5]
+    assert [f.span.start.line for f in deprecated] == [6]
+    # before 1.13 torch.solve still exists: deprecated, not removed
+    _, removed = _lint("PTL201", REMOVED, "1.12")
+    _, deprecated = _lint("PTL202", REMOVED, "1.12")
+    assert removed == []
+    assert [f.span.start.line for f in deprecated] == [3, 5, 6]
+    assert "removed in torch 1.13" in deprecated[1].message
+
+
+def test_deprecated_api_not_yet_deprecated_for_older_targets():
+    source = "import torch.nn as nn\nm = nn.utils.weight_norm(nn.Linear(2, 2))\n"
+    assert _lint("PTL202", source, "2.0")[1] == []
+    assert len(_lint("PTL202", source, "2.1")[1]) == 1
