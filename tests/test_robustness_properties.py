@@ -160,6 +160,7 @@ except ImportError:  # in the dev extra; the mutation tests above still run with
 
 if hypothesmith is not None:
 
+    @pytest.mark.filterwarnings("ignore::SyntaxWarning")  # hypothesmith compiles what it draws
     @settings(max_examples=examples(25), **HYPOTHESIS)
     @given(hypothesmith.from_node())
     def test_programs_generated_from_libcst_nodes(text):
