@@ -6,17 +6,13 @@ import bisect
 import re
 import time
 import warnings
-from contextlib import ExitStack
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
-from libcst.metadata import (
-    MetadataWrapper,
-    PositionProvider,
-    WhitespaceInclusivePositionProvider,
-)
 
 from ptlint.model import SYNTAX_ERROR, Edit, Finding, Fix, Position, Span
 from ptlint.names import NameResolver, ScopeExit
@@ -258,7 +254,6 @@ def lint_text(
     if timings is not None:
         timings["parse"] = timings.get("parse", 0.0) + clock() - t0
 
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     names = NameResolver()
     context = Context(path=path, source=text, names=names, torch_version=settings.torch_version,
                       timings=timings)
@@ -270,11 +265,7 @@ def lint_text(
             result.errors.append(f"{path}: internal error in {rule.code}: {one_line(exc)}")
     t0 = clock()
     try:
-        with ExitStack() as stack:
-            for rule in instances:
-                if rule.get_inherited_dependencies():
-                    stack.enter_context(rule.resolve(wrapper))
-            walk(module, [names, *instances, ScopeExit(names)])
+        walk(module, [names, *instances, ScopeExit(names)])
     except RecursionError:
         result.errors.append(f"{path}: too deeply nested for the rules; file skipped")
         return result
@@ -287,7 +278,7 @@ def lint_text(
     reports = [r for r in context.reports if r.rule.failed is None]
     if reports:
         t0 = clock()
-        findings = _build_findings(wrapper, module, reports, path, settings, result.errors)
+        findings = _build_findings(module, reports, path, settings, result.errors)
         starts = line_starts(text)
         result.findings = [f for f in findings if not _noqa(f, text, starts)]
         if "\f" in text and any(f.fix for f in result.findings) and not _round_trips(text):
@@ -322,12 +313,92 @@ def _noqa(finding: Finding, text: str, starts: list[int]) -> bool:
     return False
 
 
-def _position(pos: object) -> Position:
-    return Position(pos.line, pos.column)  # type: ignore[attr-defined]
+class _Locator(CodegenState):
+    """Where chosen nodes start and end, found in one code generation pass.
+
+    LibCST's PositionProvider and WhitespaceInclusivePositionProvider track
+    line and column token by token and keep a range for every node: ten times
+    the cost of printing the module, each. This state only notes how many
+    tokens were printed when a wanted node starts and ends, and turns those
+    counts into lines and columns at the end. `syntactic` nodes get
+    PositionProvider's range (whitespace excluded where LibCST records a
+    syntactic position, else the inclusive one), `inclusive` nodes get
+    WhitespaceInclusivePositionProvider's.
+    """
+
+    def __init__(self, module: cst.Module, syntactic: Iterable[cst.CSTNode],
+                 inclusive: Iterable[cst.CSTNode]) -> None:
+        super().__init__(default_indent=module.default_indent,
+                         default_newline=module.default_newline)
+        self.wanted = {id(n) for n in syntactic}
+        self.wanted_inclusive = {id(n) for n in inclusive} | self.wanted
+        self.opened: dict[int, int] = {}
+        self.inclusive: dict[int, tuple[int, int]] = {}
+        self.syntactic: dict[int, tuple[int, int]] = {}
+        module._codegen(self)
+        ends = [0, *accumulate(map(len, self.tokens))]
+        code = "".join(self.tokens)
+        starts = line_starts(code)
+
+        def position(index: int) -> Position:
+            offset = ends[index]
+            line = bisect.bisect_right(starts, offset)
+            return Position(line, offset - starts[line - 1])
+
+        self._position = position
+
+    def pop_trailing_newline(self) -> None:
+        pass  # the counts must cover every token; the printed text is not used
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if id(node) in self.wanted_inclusive:
+            self.opened.setdefault(id(node), len(self.tokens))
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        key = id(node)
+        if key in self.wanted_inclusive:
+            self.inclusive.setdefault(key, (self.opened[key], len(self.tokens)))
+
+    @contextmanager
+    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
+                                  end_node: cst.CSTNode | None = None):
+        key = id(node)
+        if key not in self.wanted:
+            yield
+            return
+        for child in (start_node, end_node):  # printed inside: their ranges are needed too
+            if child is not None:
+                self.wanted.add(id(child))
+                self.wanted_inclusive.add(id(child))
+        start = len(self.tokens)
+        yield
+        end = len(self.tokens)
+        if start_node is not None:
+            start = self._range(start_node)[0]
+        if end_node is not None:
+            end = self._range(end_node)[1]
+        self.syntactic[key] = (start, end)
+
+    def _range(self, node: cst.CSTNode) -> tuple[int, int]:
+        found = self.syntactic.get(id(node)) or self.inclusive.get(id(node))
+        if found is None:
+            raise KeyError(node)
+        return found
+
+    def span(self, node: cst.CSTNode) -> Span:
+        """PositionProvider's range of a `syntactic` node."""
+        start, end = self._range(node)
+        return Span(self._position(start), self._position(end))
+
+    def inclusive_span(self, node: cst.CSTNode) -> Span:
+        """WhitespaceInclusivePositionProvider's range of an `inclusive` node."""
+        found = self.inclusive.get(id(node))
+        if found is None:
+            raise KeyError(node)
+        return Span(self._position(found[0]), self._position(found[1]))
 
 
 def _build_findings(
-    wrapper: MetadataWrapper,
     module: cst.Module,
     reports: list[Report],
     path: str,
@@ -338,27 +409,24 @@ def _build_findings(
     that have something to report. A report that cannot be turned into a finding
     (say, a rule reported a node that is not in the tree) is an internal error
     of its rule, and the other reports still count."""
-    positions = wrapper.resolve(PositionProvider)
-    inclusive = None
-    indents: dict[int, tuple[str, ...]] | None = None
+    reports = [r for r in reports if settings.is_enabled(r.rule.code, path)]
+    if not reports:
+        return []
+    olds = [old for r in reports for old, _ in r.edits]
+    locator = _Locator(module, (r.node for r in reports), olds)
+    indents = block_indents(module, olds) if olds else {}  # one walk for every edit
     findings = []
     for report in reports:
         code = report.rule.code
-        if not settings.is_enabled(code, path):
-            continue
         try:
-            where = positions[report.node]
+            where = locator.span(report.node)
             fix = None
             if report.edits:
-                if inclusive is None:
-                    inclusive = wrapper.resolve(WhitespaceInclusivePositionProvider)
                 edits = []
-                if indents is None:  # one walk for every edit of the file
-                    indents = block_indents(module, (o for r in reports for o, _ in r.edits))
                 for old, new in report.edits:
-                    span = inclusive[old]
+                    span = locator.inclusive_span(old)
                     content = "" if new is None else _edit_content(module, old, new, span, indents)
-                    edits.append(Edit(_position(span.start), _position(span.end), content))
+                    edits.append(Edit(span.start, span.end, content))
                 fix = Fix(
                     title=report.fix_title or "Apply the fix",
                     safety=settings.safety_for(code, report.safety),
@@ -378,7 +446,7 @@ def _build_findings(
                 code=code,
                 name=report.rule.name,
                 message=report.message,
-                span=Span(_position(where.start), _position(where.end)),
+                span=where,
                 fix=fix,
                 url=report.rule.url(),
             )

@@ -30,3 +30,49 @@ def test_overlapping_fixes_never_both_apply():
     b = Fix("b", Safety.SAFE, (Edit(P(1, 3), P(1, 8), "y"),))
     c = Fix("c", Safety.SAFE, (Edit(P(2, 0), P(2, 1), "z"),))
     assert non_overlapping([b, a, c]) == [a, c]
+
+
+LOCATOR_CASES = {
+    "crlf": "import torch\r\nx = torch.zeros(3)\r\nif x:\r\n    y = (1 +\r\n         2)\r\n",
+    "cr": "import torch\rx = torch.zeros(3)\rif x:\r    y = 1\r",
+    "unicode": 'x = "中文"; y = [\n  1,\n]  # c\n@dec\ndef f(a, *, b=1, **k) -> int:\n    """doc"""\n    return a\n',
+    "no final newline": "class A:\n    def f(self):\n        return 1",
+}
+
+
+def _ranges(mapping, nodes):
+    return [(r.start.line, r.start.column, r.end.line, r.end.column)
+            for r in (mapping(n) for n in nodes)]
+
+
+def test_locator_gives_libcst_positions_for_every_node():
+    """The engine's one-pass locator must agree with LibCST's two position
+    providers on every node, for every fixture and odd line endings."""
+    from pathlib import Path
+
+    import libcst as cst
+    from libcst.metadata import (
+        MetadataWrapper,
+        PositionProvider,
+        WhitespaceInclusivePositionProvider,
+    )
+
+    from ptlint.engine import _Locator
+
+    texts = dict(LOCATOR_CASES)
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    texts.update((str(p), p.read_text(encoding="utf-8")) for p in sorted(root.rglob("*.py")))
+    assert len(texts) > 100
+    for name, text in texts.items():
+        module = cst.parse_module(text)
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        syntactic = wrapper.resolve(PositionProvider)
+        inclusive = wrapper.resolve(WhitespaceInclusivePositionProvider)
+        nodes = list(syntactic)
+        locator = _Locator(module, nodes, nodes)
+        assert _ranges(locator.span, nodes) == _ranges(syntactic.__getitem__, nodes), name
+        assert _ranges(locator.inclusive_span, nodes) == _ranges(inclusive.__getitem__, nodes), name
+        if name in LOCATOR_CASES:  # asked for one node alone, it gives the same range
+            for node in nodes:
+                alone = _Locator(module, [node], [])
+                assert _ranges(alone.span, [node]) == _ranges(syntactic.__getitem__, [node]), name
