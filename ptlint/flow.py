@@ -9,12 +9,13 @@ Nothing here resolves imports: rules record what they need from
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Iterable, Iterator
 
 import libcst as cst
 
 from ptlint.names import dotted
+from ptlint.walk import TypeTest
+from ptlint.walk import children as walk_children
 
 # (kind, node, enclosing loops, innermost last). Kinds:
 #   "small"    a small statement (Assign, AugAssign, Expr, Return, ...)
@@ -83,37 +84,18 @@ def statements(body: Iterable[cst.BaseStatement], loops: tuple = ()) -> Iterator
             yield "def", stmt, loops
 
 
-_SKIPPED = (cst.BaseParenthesizableWhitespace, cst.Comma, cst.LeftParen, cst.RightParen,
-            cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace,
-            cst.RightCurlyBrace, cst.BaseAugOp, cst.BaseBinaryOp,
-            cst.BaseBooleanOp, cst.BaseUnaryOp, cst.BaseCompOp, cst.AssignEqual, cst.Dot,
-            cst.Colon, cst.Semicolon, cst.EmptyLine, cst.Comment, cst.Newline,
-            cst.TrailingWhitespace)
-_SKIPPED_FIELDS = frozenset({
-    "lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after_decorators", "header",
-    "footer", "equal", "operator", "colon", "dot", "lbracket", "rbracket", "lbrace", "rbrace",
-    "trailing_whitespace", "newline", "star", "asynchronous", "first_line", "quote", "prefix",
-})
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_SKIPPED = TypeTest((
+    cst.BaseParenthesizableWhitespace, cst.Comma, cst.LeftParen, cst.RightParen,
+    cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
+    cst.BaseAugOp, cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseUnaryOp, cst.BaseCompOp,
+    cst.AssignEqual, cst.Dot, cst.Colon, cst.Semicolon, cst.EmptyLine, cst.Comment, cst.Newline,
+    cst.TrailingWhitespace, cst.Asynchronous))
 
 
-def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The child nodes of `node` that can hold expressions, in source order.
     Much cheaper than `CSTNode.children`, which rebuilds the node."""
-    names = _FIELDS.get(type(node))
-    if names is None:
-        names = _FIELDS[type(node)] = tuple(
-            f.name for f in dataclasses.fields(node)
-            if not f.name.startswith("whitespace") and f.name not in _SKIPPED_FIELDS)
-    for name in names:
-        value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            if not isinstance(value, _SKIPPED):
-                yield value
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                if isinstance(item, cst.CSTNode) and not isinstance(item, _SKIPPED):
-                    yield item
+    return [child for child in walk_children(node) if not _SKIPPED[type(child)]]
 
 
 def evaluated(kind: str, node: cst.CSTNode) -> cst.CSTNode:
@@ -180,7 +162,7 @@ def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
             yield current
         if isinstance(current, (cst.Lambda, cst.SimpleString, cst.Name)):
             continue
-        stack.extend(reversed(list(children(current))))
+        stack.extend(reversed(children(current)))
 
 
 def closure(seeds: set[str], flows: list[tuple[set[str], set[str]]]) -> set[str]:

@@ -31,11 +31,13 @@ class _Scope:
 
 def dotted(node: cst.BaseExpression) -> str | None:
     """`a.b.c` as text, or None when the chain holds anything but names."""
+    # `type(x) is` rather than `isinstance`: node classes are ABCs, and a
+    # failed isinstance check against one is slow (this runs for most nodes).
     parts = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))
@@ -82,13 +84,13 @@ class NameResolver(Visitor):
 
         Never looks through calls: `torch.nn.Linear(3, 3).cuda` has none.
         """
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             node = node.func
         parts = []
-        while isinstance(node, cst.Attribute):
+        while type(node) is cst.Attribute:  # see `dotted`
             parts.append(node.attr.value)
             node = node.value
-        if not isinstance(node, cst.Name):
+        if type(node) is not cst.Name:
             return None
         base = self.lookup(node.value)
         if base is None:

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import libcst as cst
-import libcst.matchers as m
 from packaging.version import Version
 
 from ptlint.model import Safety
 from ptlint.names import dotted
 from ptlint.rule import Rule
+from ptlint.walk import descendants
 
 # A call fixer gets the call and `spell` (qualified name -> expression that
 # names it in this file, or None) and returns the replacement, or None when
@@ -70,8 +70,13 @@ def catches(handler: cst.ExceptHandler, names: frozenset[str]) -> bool:
 def _version_test(test: cst.BaseExpression) -> bool:
     """`if is_torch_version("<", "2.2"):`, `if torch.__version__ >= ...:`,
     `if hasattr(torch, "func"):`: a branch for other torch versions."""
-    for found in m.findall(test, m.Name() | m.Attribute()):
-        text = found.value if isinstance(found, cst.Name) else found.attr.value
+    for found in descendants(test):
+        if isinstance(found, cst.Name):
+            text = found.value
+        elif isinstance(found, cst.Attribute):
+            text = found.attr.value
+        else:
+            continue
         if "version" in text.lower() or text == "hasattr":
             return True
     return False
@@ -100,6 +105,7 @@ class SymbolRule(Rule):
         self.last_parts = {n.rsplit(".", 1)[-1] for n in self.active}
         self.handled: set[int] = set()  # attribute nodes already part of a finding
         self.fallbacks = 0  # depth of `except ImportError:` handlers and version checks
+        self.compat_ifs: list[bool] = []  # for each enclosing `if`: a version check?
 
     # -- messages ------------------------------------------------------------
     def describe(self, symbol: Symbol) -> str:
@@ -158,12 +164,12 @@ class SymbolRule(Rule):
             self.fallbacks -= 1
 
     def visit_If(self, node: cst.If) -> None:
-        if _version_test(node.test):
-            self.fallbacks += 1
+        compat = _version_test(node.test)
+        self.compat_ifs.append(compat)
+        self.fallbacks += compat
 
     def leave_If(self, original_node: cst.If) -> None:
-        if _version_test(original_node.test):
-            self.fallbacks -= 1
+        self.fallbacks -= self.compat_ifs.pop()
 
     def _symbol(self, node: cst.BaseExpression) -> Symbol | None:
         if self.fallbacks:
