@@ -1,6 +1,8 @@
 """`[tool.ptlint]` configuration: discovery, validation and rule selection."""
 from __future__ import annotations
 
+import functools
+import os
 import tomllib
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -123,8 +125,21 @@ class Settings:
         return pathspec.PathSpec.from_lines("gitwildmatch", [*self.exclude, *self.extend_exclude])
 
     def excluded(self, path: Path) -> bool:
-        rel = _relative(str(path), self.root)
-        return self._exclude.match_file(rel) or self._exclude.match_file(path.name)
+        return self.excluded_relative(_relative(str(path), self.root), path.name)
+
+    def excluded_relative(self, rel: str, name: str) -> bool:
+        """`excluded` for a path already made relative to the root (POSIX)."""
+        return self._exclude.match_file(rel) or self._exclude.match_file(name)
+
+    def relative_folder(self, folder: str) -> str | None:
+        """An absolute folder, resolved and made relative to the root (POSIX,
+        "" for the root itself), or None when it is outside the root."""
+        real, root = _real_folder(folder), _real_folder(str(self.root))
+        if real == root:
+            return ""
+        if real.startswith(root.rstrip(os.sep) + os.sep):
+            return real[len(root.rstrip(os.sep)) + 1:].replace(os.sep, "/")
+        return None
 
     def fingerprint(self) -> str:
         """What the cache key must change with."""
@@ -133,10 +148,23 @@ class Settings:
                      str(self.torch_version), self.extend_safe_fixes, self.extend_unsafe_fixes))
 
 
+@functools.lru_cache(maxsize=4096)
+def _real_folder(folder: str) -> str:
+    return os.path.realpath(folder)
+
+
+def real_path(path: Path) -> Path:
+    """`path.resolve()`, each folder resolved once: discovery asks for every
+    file, and resolving a path makes a system call per component."""
+    if path.name in ("", ".", "..") or os.path.islink(path):
+        return path.resolve()
+    return Path(_real_folder(str(path.parent)), path.name)
+
+
 def _relative(path: str, root: Path) -> str:
     p = Path(path)
     try:
-        return p.resolve().relative_to(root.resolve()).as_posix()
+        return real_path(p).relative_to(_real_folder(str(root))).as_posix()
     except (ValueError, OSError):
         return p.as_posix()
 

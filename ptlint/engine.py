@@ -300,7 +300,7 @@ def _file_noqa(text: str) -> str | set[str] | None:
     return {c.upper() for c in re.split(r"[,\s]+", codes) if c}
 
 
-def _noqa(finding: Finding, text: str, starts: list[int]) -> bool:
+def _noqa(finding: Finding, text: str, starts: Sequence[int]) -> bool:
     line = line_text(text, starts, finding.span.start.line)
     if "noqa" not in line.lower():
         return False

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pathspec
 
-from ptlint.config import Settings
+from ptlint.config import Settings, real_path
 
 
 @dataclass
@@ -71,7 +71,7 @@ def discover(paths: list[str], settings: Settings) -> Discovery:
     ignores = _Ignores()
 
     def add(path: Path) -> None:
-        key = path.resolve()
+        key = real_path(path)
         if key not in seen:
             seen.add(key)
             found.files.append(path)
@@ -87,28 +87,33 @@ def discover(paths: list[str], settings: Settings) -> Discovery:
         if not path.is_dir():
             found.errors.append(f"{raw}: {_not_found(path)}")
             continue
+        # Strings, not Paths, and each folder resolved once: this loop runs for
+        # every file of the tree, and on a warm cache it is most of the run.
         for folder, dirnames, filenames in os.walk(path, onerror=_collect(found, raw)):
-            here = Path(folder).absolute()
-            keep = []
-            for name in sorted(dirnames):
-                sub = here / name
-                if settings.excluded(sub) or (
-                    settings.respect_gitignore and ignores.ignored(sub, True)
-                ):
-                    continue
-                keep.append(name)
-            dirnames[:] = keep
+            here = os.path.abspath(folder)
+            rel_here = settings.relative_folder(here)
+            gitignores = ignores.for_folder(Path(here)) if settings.respect_gitignore else []
+
+            def excluded(name: str, is_dir: bool) -> bool:
+                full = os.path.join(here, name)
+                if os.path.islink(full):  # resolved on its own
+                    if settings.excluded(Path(full)):
+                        return True
+                elif rel_here is None:  # outside the root: matched as an absolute path
+                    if settings.excluded_relative(Path(full).as_posix(), name):
+                        return True
+                elif settings.excluded_relative(f"{rel_here}/{name}" if rel_here else name, name):
+                    return True
+                return bool(gitignores) and ignores.ignored(Path(full), is_dir)
+
+            dirnames[:] = [name for name in sorted(dirnames) if not excluded(name, True)]
             for name in sorted(filenames):
                 if not any(fnmatch(name, p) for p in patterns):
                     continue
-                full = here / name
-                if not full.is_file():  # a dangling symlink, a symlink loop, a FIFO...
-                    continue  # (first: resolving a symlink loop raises RuntimeError)
-                if settings.excluded(full) or (
-                    settings.respect_gitignore and ignores.ignored(full, False)
-                ):
-                    continue
-                add(Path(folder) / name)
+                if not os.path.isfile(os.path.join(here, name)):  # a dangling symlink, a
+                    continue  # symlink loop, a FIFO... (first: resolving a loop raises)
+                if not excluded(name, False):
+                    add(Path(folder, name))
     return found
 
 

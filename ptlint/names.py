@@ -43,6 +43,11 @@ def dotted(node: cst.BaseExpression) -> str | None:
     return ".".join(reversed(parts))
 
 
+def is_named(node: cst.CSTNode | None, *names: str) -> bool:
+    """Whether `node` is a bare name, one of `names`."""
+    return type(node) is cst.Name and node.value in names
+
+
 def _target_names(target: cst.BaseExpression) -> Iterator[str]:
     if isinstance(target, cst.Name):
         yield target.value

@@ -517,7 +517,7 @@ class Layout:
         for text in texts:
             self.first_lines.append(line)
             line += len(_lines(text))  # every text ends with a line break (or is empty)
-        self._starts: list[int] | None = None
+        self._starts: tuple[int, ...] | None = None
 
     def locate(self, pos: Position, *, end: bool = False) -> tuple[int, Position]:
         """(cell number, position within the cell) of a module position. An end

@@ -166,6 +166,27 @@ def clean(settings: Settings) -> bool:
     return False
 
 
+def _usable(cached: list[Finding] | None, job: Job) -> bool:
+    """Whether cached findings answer the job: always when checking; when
+    fixing, only if none of them has a fix to apply."""
+    return cached is not None and (job.mode == "check" or not any(
+        f.fix and job.settings.fix_allowed(f.code, f.fix.safety, unsafe=job.unsafe)
+        for f in cached
+    ))
+
+
+def cached_outcome(path: Path, job: Job, cache: Cache) -> Outcome | None:
+    """The outcome of a module whose findings are in the cache, else None."""
+    if path.suffix == ".ipynb":
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    cached = cache.get(cache.key(str(path), data))
+    return Outcome(str(path), cached, text=None) if _usable(cached, job) else None
+
+
 def process_file(path: Path, job: Job) -> Outcome:
     name = str(path)
     started = time.perf_counter()
@@ -181,10 +202,7 @@ def process_file(path: Path, job: Job) -> Outcome:
     cache = Cache(job.settings) if job.cache else None
     key = cache.key(name, data) if cache else ""
     cached = cache.get(key) if cache else None
-    if cached is not None and (job.mode == "check" or not any(
-        f.fix and job.settings.fix_allowed(f.code, f.fix.safety, unsafe=job.unsafe)
-        for f in cached
-    )):
+    if _usable(cached, job):
         return Outcome(name, cached, text=None)
     try:
         source = decode(data)
@@ -298,6 +316,19 @@ def run(files: list[Path], job: Job, jobs: int | None = None) -> list[Outcome]:
     jobs = jobs or os.cpu_count() or 1
     if jobs <= 1 or len(files) < 4:
         return [_safe(path, job) for path in files]
+    if not job.cache:
+        return _in_pool(files, job, jobs)
+    # Cached files are answered here: on a warm cache, starting workers and
+    # sending their results back would cost more than the lookups themselves.
+    cache = Cache(job.settings)
+    known = [cached_outcome(path, job, cache) for path in files]
+    missing = [path for path, outcome in zip(files, known) if outcome is None]
+    fresh = iter(_in_pool(missing, job, jobs) if len(missing) >= 4
+                 else [_safe(path, job) for path in missing])
+    return [outcome if outcome is not None else next(fresh) for outcome in known]
+
+
+def _in_pool(files: list[Path], job: Job, jobs: int) -> list[Outcome]:
     global _JOB
     _JOB = job
     context = multiprocessing.get_context("fork")

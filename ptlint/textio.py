@@ -1,6 +1,7 @@
 """Reading and writing source files without losing a byte we should not touch."""
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -9,8 +10,9 @@ import tempfile
 import tokenize
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
@@ -146,13 +148,16 @@ def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None
             raise
 
 
-def line_starts(text: str) -> list[int]:
+@functools.lru_cache(maxsize=16)  # the engine and the renderers ask again for the same text
+def line_starts(text: str) -> tuple[int, ...]:
     """Offsets at which each line starts (index 0 is line 1), counting \\r\\n, \\r and \\n
     as line breaks like the tokenizer does (a form feed is not one)."""
-    return [0, *(m.end() for m in _NEWLINE.finditer(text))]
+    if "\r" not in text:
+        return (0, *accumulate(len(line) + 1 for line in text.split("\n")[:-1]))
+    return (0, *(m.end() for m in _NEWLINE.finditer(text)))
 
 
-def line_text(text: str, starts: list[int], line: int) -> str:
+def line_text(text: str, starts: Sequence[int], line: int) -> str:
     """Line `line` (1-based) without its line break."""
     if line - 1 >= len(starts):
         return ""

@@ -4,11 +4,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 import libcst as cst
-import libcst.matchers as m
 
 from ptlint.fixers.arguments import keyword, positional
 from ptlint.model import Safety
-from ptlint.names import dotted
+from ptlint.names import dotted, is_named
 from ptlint.rule import Rule
 
 _AUTOCASTS = frozenset({
@@ -23,7 +22,6 @@ _BCE_FUNCTION = frozenset({"torch.nn.functional.binary_cross_entropy"})
 _BCE_MODULE = frozenset({"torch.nn.BCELoss", "torch.nn.modules.loss.BCELoss",
                          "torch.nn.modules.BCELoss"})
 _SIGMOIDS = frozenset({"torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit"})
-_FALSE = m.Name("False")
 
 
 class BceUnderAutocast(Rule):
@@ -115,7 +113,7 @@ class BceUnderAutocast(Rule):
         enabled = keyword(call, "enabled")
         if enabled is None and qualified in _CUDA_ONLY:
             enabled = positional(call, 0)
-        return not (enabled is not None and m.matches(enabled.value, _FALSE))
+        return not (enabled is not None and is_named(enabled.value, "False"))
 
     def visit_With(self, node: cst.With) -> None:
         count = 0

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from ptlint.fixers.arguments import has_star_args, keyword, positional, with_keyword
 from ptlint.model import Safety
+from ptlint.names import is_named
 from ptlint.rule import Rule
+from ptlint.walk import descendants
 
 # function -> default of `training` (torch 2.13, unchanged since 1.x)
 _DROPOUTS = {
@@ -17,8 +18,6 @@ _DROPOUTS = {
     "torch.nn.functional.alpha_dropout": False,
     "torch.nn.functional.feature_alpha_dropout": False,
 }
-_MENTIONS_TRAINING = m.Attribute(attr=m.Name("training"))
-_STATIC = m.Decorator(decorator=m.Name("staticmethod") | m.Name("classmethod"))
 
 
 def _is_forward(name: str) -> bool:
@@ -89,7 +88,7 @@ class FunctionalDropoutIgnoresTraining(Rule):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         # a class with no base (or only `object`) is not a module
-        bases = [b for b in node.bases if not m.matches(b.value, m.Name("object"))]
+        bases = [b for b in node.bases if not is_named(b.value, "object")]
         self.stack.append(("class", "module" if bases else None))
 
     def leave_ClassDef(self, node: cst.ClassDef) -> None:
@@ -101,7 +100,7 @@ class FunctionalDropoutIgnoresTraining(Rule):
         if parent is not None and parent[0] == "class":
             params = node.params.posonly_params or node.params.params
             if (parent[1] and _is_forward(node.name.value) and params
-                    and not any(m.matches(d, _STATIC) for d in node.decorators)):
+                    and not any(is_named(d.decorator, "staticmethod", "classmethod") for d in node.decorators)):
                 owner = params[0].name.value
         elif parent is not None:
             owner = parent[1]  # a closure inside forward still sees `self`
@@ -112,7 +111,8 @@ class FunctionalDropoutIgnoresTraining(Rule):
 
     def _guard(self, node: cst.If | cst.IfExp) -> None:
         # only inside a forward-like method, where it matters: matching is not free
-        if self.stack and self.stack[-1][1] is not None and m.findall(node.test, _MENTIONS_TRAINING):
+        if self.stack and self.stack[-1][1] is not None and any(
+                type(n) is cst.Attribute and n.attr.value == "training" for n in descendants(node.test)):
             self.guarding.add(id(node))
             self.guards += 1
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
-import libcst.matchers as m
 
 from ptlint.fixers.statements import insert_before, without_statement
 from ptlint.model import Safety
 from ptlint.names import dotted
 from ptlint.rule import Rule
+from ptlint.walk import descendants
 
 _SCALERS = frozenset({
     "torch.GradScaler",
@@ -25,7 +25,7 @@ _SCALERS = frozenset({
 _SCALER_METHODS = ("scale", "step", "update", "unscale_")
 _LOOP = (cst.For, cst.While)
 # names a loop binds: its targets, assignments, `with ... as`, walrus, nested loop targets
-_BINDERS = m.AssignTarget() | m.AugAssign() | m.AnnAssign() | m.For() | m.AsName() | m.NamedExpr()
+_BINDERS = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.AsName, cst.NamedExpr)
 
 
 @dataclass
@@ -43,15 +43,17 @@ class _Function:
 
 def _bound_names(loop: cst.For | cst.While) -> set[str]:
     names: set[str] = set()
-    for node in m.findall(loop, _BINDERS):
+    for node in descendants(loop):
+        if not isinstance(node, _BINDERS):
+            continue
         target = getattr(node, "target", None) or getattr(node, "name", None)
         if target is not None:
-            names.update(n.value for n in m.findall(target, m.Name()))
+            names.update(_used_names(target))
     return names
 
 
 def _used_names(node: cst.CSTNode) -> set[str]:
-    return {n.value for n in m.findall(node, m.Name())}
+    return {n.value for n in descendants(node) if type(n) is cst.Name}
 
 
 class GradScalerInLoop(Rule):
@@ -181,14 +183,18 @@ class GradScalerInLoop(Rule):
         self._report(call, node, loop, contexts[-1].parent)
 
     def _uses(self, loop: cst.CSTNode, scaler: str) -> bool:
-        for found in m.findall(loop, m.Call(func=m.Attribute())):
+        for found in descendants(loop):
+            if type(found) is not cst.Call or type(found.func) is not cst.Attribute:
+                continue
             func = found.func
             if func.attr.value in _SCALER_METHODS and dotted(func.value) == scaler:
                 return True
         return False
 
     def _creates_optimizer(self, loop: cst.CSTNode) -> bool:
-        for found in m.findall(loop, m.Call()):
+        for found in descendants(loop):
+            if type(found) is not cst.Call:
+                continue
             qualified = self.qualified_name(found.func) or ""
             if qualified.startswith("torch.optim.") and qualified.rsplit(".", 1)[1][:1].isupper():
                 return True

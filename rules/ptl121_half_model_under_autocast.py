@@ -4,10 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
-import libcst.matchers as m
 
 from ptlint.fixers.arguments import keyword, positional
-from ptlint.names import dotted
+from ptlint.names import dotted, is_named
 from ptlint.rule import Rule
 
 _AUTOCASTS = frozenset({
@@ -124,7 +123,7 @@ class HalfModelUnderAutocast(Rule):
         if self.qualified_name(call.func) not in _AUTOCASTS:
             return False
         enabled = keyword(call, "enabled")
-        return enabled is None or not m.matches(enabled.value, m.Name("False"))
+        return enabled is None or not is_named(enabled.value, "False")
 
     def visit_With(self, node: cst.With) -> None:
         count = 0

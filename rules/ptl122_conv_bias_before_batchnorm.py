@@ -5,10 +5,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import libcst as cst
-import libcst.matchers as m
 
 from ptlint.fixers.arguments import keyword, with_keyword
 from ptlint.model import Safety
+from ptlint.names import is_named
 from ptlint.rule import Rule
 
 _CONVS = frozenset(
@@ -126,7 +126,7 @@ class ConvBiasBeforeBatchnorm(Rule):
             return None  # positional bias: leave it alone
         if bias is None:
             return None if any(a.star for a in conv.args) else True
-        return True if m.matches(bias.value, m.Name("True")) else None
+        return True if is_named(bias.value, "True") else None
 
     def _flag(self, conv: cst.Call) -> None:
         if id(conv) in self.reported or not self._biased(conv):

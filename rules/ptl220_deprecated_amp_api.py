@@ -5,7 +5,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 
 from ptlint.fixers.arguments import (
     positionals_as_keywords,
@@ -15,6 +14,7 @@ from ptlint.fixers.arguments import (
 from ptlint.model import Safety
 from ptlint.names import dotted
 from ptlint.rule import Rule
+from ptlint.walk import descendants
 
 # deprecated qualified name -> (member of torch.amp, device type)
 _TARGETS: dict[str, tuple[str, str]] = {}
@@ -187,7 +187,9 @@ class DeprecatedAmpApi(Rule):
     def _offers_new_api(self, node: cst.CSTNode | None) -> bool:
         if node is None:
             return False
-        for found in m.findall(node, m.Attribute() | m.Name() | m.ImportFrom()):
+        for found in descendants(node):
+            if not isinstance(found, (cst.Attribute, cst.Name, cst.ImportFrom)):
+                continue
             if isinstance(found, cst.ImportFrom):
                 module = dotted(found.module) if found.module is not None else None
                 if module == "torch.amp" or module == "torch" and not isinstance(
@@ -202,7 +204,8 @@ class DeprecatedAmpApi(Rule):
 
     def _mark_compat(self, node: cst.CSTNode | None) -> None:
         if node is not None:
-            self.compat.update(id(n) for n in m.findall(node, m.Call() | m.Decorator()))
+            self.compat.update(id(n) for n in descendants(node)
+                               if isinstance(n, (cst.Call, cst.Decorator)))
 
     def visit_If(self, node: cst.If) -> None:
         if self.check_compat:

@@ -646,3 +646,30 @@ def test_atomic_write_leaves_nothing_when_interrupted(tmp_path, monkeypatch):
         textio.write_atomic(path, b"new\n")
     assert path.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["a.py"]
+
+
+def test_warm_run_answers_cached_files_without_workers(tmp_path, monkeypatch):
+    """Cached files are answered in the main process; only changed files go to
+    the worker pool, and the results keep the order of the files."""
+    from ptlint import runner
+
+    settings = settings_for("PTL102", root=tmp_path)
+    files = []
+    for i in range(6):
+        path = tmp_path / f"m{i}.py"
+        path.write_text(DP if i % 2 else "x = 1\n")
+        files.append(path)
+    job = runner.Job(settings)
+    cold = runner.run(files, job, jobs=2)
+    pooled: list[list] = []
+    real = runner._in_pool
+    monkeypatch.setattr(runner, "_in_pool", lambda f, j, n: pooled.append(f) or real(f, j, n))
+    warm = runner.run(files, job, jobs=2)
+    assert pooled == []
+    assert [o.findings for o in warm] == [o.findings for o in cold]
+    assert [o.path for o in warm] == [str(p) for p in files]
+    for i in (0, 2, 3, 5):  # four files change: they, and only they, are linted again
+        files[i].write_text("x = 2\n" if i % 2 else DP)
+    again = runner.run(files, job, jobs=2)
+    assert pooled == [[files[0], files[2], files[3], files[5]]]
+    assert [bool(o.findings) for o in again] == [True, True, True, False, False, False]

@@ -33,7 +33,6 @@ def render(findings: list[Finding], sources: Mapping[str, str]) -> Group:
     from ptlint.output import location, source_key
 
     parts: list[Text] = []
-    starts_cache: dict[str, list[int]] = {}
     for f in findings:
         head = Text()
         head.append(location(f), style="bold")
@@ -44,7 +43,7 @@ def render(findings: list[Finding], sources: Mapping[str, str]) -> Group:
         key = source_key(f.path, f.cell)
         text = sources.get(key)
         if text is not None:
-            starts = starts_cache.setdefault(key, line_starts(text))
+            starts = line_starts(text)
             first, last = f.span.start.line, f.span.end.line
             shown = list(range(first, min(last, first + MAX_LINES - 1) + 1))
             width = len(str(shown[-1]))

@@ -14,11 +14,10 @@ def render(findings: list[Finding], sources: Mapping[str, str]) -> str:
 
     out = []
     seen: dict[str, int] = {}
-    starts: dict[str, list[int]] = {}
     for f in findings:
         key = source_key(f.path, f.cell)
         text = sources.get(key, "")
-        line = line_text(text, starts.setdefault(key, line_starts(text)), f.span.start.line)
+        line = line_text(text, line_starts(text), f.span.start.line)
         identity = f"{f.path}\0{f.code}\0{f.cell}\0{line.strip()}"
         base = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()
         n = seen.get(base, 0)
