@@ -16,7 +16,7 @@ from libcst._nodes.internal import CodegenState
 
 from ptlint.model import SYNTAX_ERROR, Edit, Finding, Fix, Position, Span
 from ptlint.names import NameResolver, ScopeExit
-from ptlint.rule import Context, Report, Rule
+from ptlint.rule import Context, Report, Rule, rule_failed
 from ptlint.textio import line_starts, line_text
 from ptlint.walk import child_fields, walk
 
@@ -265,7 +265,7 @@ def lint_text(
             result.errors.append(f"{path}: internal error in {rule.code}: {one_line(exc)}")
     t0 = clock()
     try:
-        walk(module, [names, *instances, ScopeExit(names)])
+        walk(module, [names, *instances, ScopeExit(names)], on_error=rule_failed)
     except RecursionError:
         result.errors.append(f"{path}: too deeply nested for the rules; file skipped")
         return result

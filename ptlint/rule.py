@@ -147,8 +147,13 @@ class Rule(Visitor):
         return " ".join(text.split("\n\n", 1)[0].split())
 
     # -- isolation: a rule that raises must not take the others down ---------
+    # The walk hands an exception to `rule_failed`; with --timings, each method
+    # is wrapped to be timed, and the wrapper records the failure itself.
     def get_visitors(self) -> dict[str, Callable[[cst.CSTNode], None]]:
-        return {name: _guarded(self, fn) for name, fn in super().get_visitors().items()}
+        methods = super().get_visitors()
+        if self.context.timings is None:
+            return methods
+        return {name: _guarded(self, fn) for name, fn in methods.items()}
 
 
 class RuleError(Exception):
@@ -158,6 +163,15 @@ class RuleError(Exception):
         super().__init__(f"{code}: {type(original).__name__}: {original}")
         self.code = code
         self.original = original
+
+
+def rule_failed(visitor: object, exc: Exception) -> bool:
+    """The walk's `on_error`: a rule that raised is marked failed and left out
+    of the rest of the file (anything else that raises stops the walk)."""
+    if not isinstance(visitor, Rule):
+        return False
+    visitor.failed = RuleError(visitor.code, exc)
+    return True
 
 
 def _guarded(rule: Rule, fn: Callable[[cst.CSTNode], None]) -> Callable[[cst.CSTNode], None]:

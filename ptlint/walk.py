@@ -119,9 +119,9 @@ def descendants(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
 def dispatch_tables(visitors: Iterable[cst.BatchableCSTVisitor]) -> tuple[dict, dict, dict]:
     """`visit_X`/`leave_X` methods of all visitors by node class, and
     `visit_X_attr`/`leave_X_attr` by (node class, attribute), in visitor order."""
-    visit: dict[type, list[Handler]] = {}
-    leave: dict[type, list[Handler]] = {}
-    attribute: dict[tuple[type, str, str], list[Handler]] = {}
+    visit: dict[type, tuple[Handler, ...]] = {}
+    leave: dict[type, tuple[Handler, ...]] = {}
+    attribute: dict[tuple[type, str, str], tuple[Handler, ...]] = {}
     for visitor in visitors:
         for name, method in visitor.get_visitors().items():
             prefix, _, rest = name.partition("_")
@@ -129,40 +129,66 @@ def dispatch_tables(visitors: Iterable[cst.BatchableCSTVisitor]) -> tuple[dict, 
             kind = getattr(cst, kind_name, None)
             if kind is None or (attr and attr not in child_fields(kind)):
                 raise TypeError(f"{type(visitor).__name__}.{name}: unsupported visitor method")
-            if attr:
-                attribute.setdefault((kind, attr, prefix), []).append(method)
-            else:
-                (visit if prefix == "visit" else leave).setdefault(kind, []).append(method)
+            table, key = ((attribute, (kind, attr, prefix)) if attr else
+                          (visit if prefix == "visit" else leave, kind))
+            table[key] = (*table.get(key, ()), method)
     return visit, leave, attribute
 
 
-_VISIT, _LEAVE, _ATTR_VISIT, _ATTR_LEAVE = range(4)
+_LEAVE, _ATTR_VISIT, _ATTR_LEAVE = range(3)
+
+# Called with the visitor whose method raised and the exception; returns
+# whether the walk may go on without that visitor (else the exception propagates).
+OnError = Callable[[object, Exception], bool]
 
 
-def walk(root: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor]) -> None:
-    visit, leave, attribute = dispatch_tables(visitors)
+def walk(root: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor],
+         on_error: OnError | None = None) -> None:
+    """Call the visitors' `visit_*`/`leave_*` methods over the tree of `root`.
+
+    A method that raises is given to `on_error` (the exception handling costs
+    nothing until something raises, unlike a wrapper around every method);
+    if it agrees, that visitor is left out from then on."""
+    tables = dispatch_tables(visitors)
+    visit, leave, attribute = tables
     with_attribute_hooks = {kind for kind, _, _ in attribute}
     node_type = cst.CSTNode
     is_node = _IS_NODE
-    stack: list[tuple] = [(root, _VISIT)]
+    stack: list = [root]  # a node to visit, or a tuple: (node, _LEAVE) or an attribute hook
     pop, push = stack.pop, stack.append
+
+    def failed(handler: Handler, exc: Exception) -> None:
+        owner = getattr(handler, "__self__", None)
+        if isinstance(exc, RecursionError) or on_error is None or not on_error(owner, exc):
+            raise exc
+        for table in tables:
+            for key, handlers in list(table.items()):
+                table[key] = tuple(h for h in handlers if getattr(h, "__self__", None) is not owner)
+
     while stack:
-        item = pop()
-        node, state = item[0], item[1]
+        node = pop()
+        if type(node) is tuple:
+            item = node
+            node = item[0]
+            if item[1] == _LEAVE:
+                handlers = leave[type(node)]
+            else:  # an attribute hook: (node, state, attribute)
+                prefix = "visit" if item[1] == _ATTR_VISIT else "leave"
+                handlers = attribute.get((type(node), item[2], prefix), ())
+            for handler in handlers:
+                try:
+                    handler(node)
+                except Exception as exc:  # noqa: BLE001 - see `failed`
+                    failed(handler, exc)
+            continue
         kind = type(node)
-        if state == _LEAVE:
-            for handler in leave[kind]:
-                handler(node)
-            continue
-        if state != _VISIT:  # an attribute hook: (node, state, attribute)
-            prefix = "visit" if state == _ATTR_VISIT else "leave"
-            for handler in attribute.get((kind, item[2], prefix), ()):
-                handler(node)
-            continue
         handlers = visit.get(kind)
         if handlers:
             for handler in handlers:
-                handler(node)
+                try:
+                    handler(node)
+                except Exception as exc:  # noqa: BLE001 - see `failed`
+                    failed(handler, exc)
         if kind in leave:
             push((node, _LEAVE))
         fields = _FIELDS.get(kind)
@@ -178,17 +204,17 @@ def walk(root: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor]) -> None
                         found.extend(value)
                     elif is_node[value_kind]:
                         found.append(value)
-                for child in reversed(found):
-                    push((child, _VISIT))
+                found.reverse()
+                stack.extend(found)
             continue
-        work: list[tuple] = []
+        work: list = []
         for name in fields:
             value = getattr(node, name)
             work.append((node, _ATTR_VISIT, name))
             if isinstance(value, node_type):
-                work.append((value, _VISIT))
+                work.append(value)
             elif isinstance(value, (list, tuple)):
-                work.extend((v, _VISIT) for v in value if isinstance(v, node_type))
+                work.extend(v for v in value if isinstance(v, node_type))
             work.append((node, _ATTR_LEAVE, name))
-        for child in reversed(work):
-            push(child)
+        work.reverse()
+        stack.extend(work)
