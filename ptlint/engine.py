@@ -18,7 +18,7 @@ from ptlint.model import SYNTAX_ERROR, Edit, Finding, Fix, Position, Span
 from ptlint.names import NameResolver, ScopeExit
 from ptlint.rule import Context, Report, Rule, rule_failed
 from ptlint.textio import line_starts, line_text
-from ptlint.walk import child_fields, walk
+from ptlint.walk import child_fields, descendants, walk
 
 if TYPE_CHECKING:
     from ptlint.config import Settings
@@ -278,7 +278,7 @@ def lint_text(
     reports = [r for r in context.reports if r.rule.failed is None]
     if reports:
         t0 = clock()
-        findings = _build_findings(module, reports, path, settings, result.errors)
+        findings = _build_findings(module, text, reports, path, settings, result.errors)
         starts = line_starts(text)
         result.findings = [f for f in findings if not _noqa(f, text, starts)]
         if "\f" in text and any(f.fix for f in result.findings) and not _round_trips(text):
@@ -323,22 +323,32 @@ class _Locator(CodegenState):
     counts into lines and columns at the end. `syntactic` nodes get
     PositionProvider's range (whitespace excluded where LibCST records a
     syntactic position, else the inclusive one), `inclusive` nodes get
-    WhitespaceInclusivePositionProvider's.
+    WhitespaceInclusivePositionProvider's and the indentation of their block.
+
+    Only the top-level statements that hold a wanted node are printed, when
+    `source` is the module's text: each one's text occurs in `source` exactly
+    once after the one before, which places it; the text skipped in between
+    becomes one token. Otherwise (the text occurs twice, or LibCST does not
+    reproduce the file) the whole module is printed.
     """
 
     def __init__(self, module: cst.Module, syntactic: Iterable[cst.CSTNode],
-                 inclusive: Iterable[cst.CSTNode]) -> None:
+                 inclusive: Iterable[cst.CSTNode], source: str | None = None) -> None:
         super().__init__(default_indent=module.default_indent,
                          default_newline=module.default_newline)
         self.wanted = {id(n) for n in syntactic}
         self.wanted_inclusive = {id(n) for n in inclusive} | self.wanted
+        self.indents: dict[int, tuple[str, ...]] = {}  # block indentation of inclusive nodes
         self.opened: dict[int, int] = {}
         self.inclusive: dict[int, tuple[int, int]] = {}
         self.syntactic: dict[int, tuple[int, int]] = {}
-        module._codegen(self)
+        self.partial = source is not None and self._print_statements(module, source)
+        if not self.partial:
+            self._reset()
+            module._codegen(self)
+            source = "".join(self.tokens)
         ends = [0, *accumulate(map(len, self.tokens))]
-        code = "".join(self.tokens)
-        starts = line_starts(code)
+        starts = line_starts(source)
 
         def position(index: int) -> Position:
             offset = ends[index]
@@ -347,12 +357,49 @@ class _Locator(CodegenState):
 
         self._position = position
 
+    def _reset(self) -> None:
+        self.tokens = []
+        self.indent_tokens = []
+        self.indents = {}
+        self.opened = {}
+        self.inclusive = {}
+        self.syntactic = {}
+
+    def _print_statements(self, module: cst.Module, source: str) -> bool:
+        """Print the top-level statements that hold wanted nodes, each after a
+        token for the text before it; False if that cannot be done."""
+        self._reset()
+        remaining = set(self.wanted_inclusive)
+        holders = []
+        for statement in module.body:
+            found = {id(n) for n in descendants(statement)} & remaining
+            if found:
+                holders.append(statement)
+                remaining -= found
+                if not remaining:
+                    break
+        if remaining:  # in the header, or in a part of the tree `descendants` skips
+            return False
+        done = 0  # where the text printed so far ends in `source`
+        for statement in holders:
+            first = len(self.tokens)
+            self.tokens.append("")  # the text before this statement, filled in below
+            statement._codegen(self)
+            text = "".join(self.tokens[first + 1:])
+            at = source.find(text, done)
+            if at < 0 or source.find(text, at + 1) >= 0 or (at and source[at - 1] not in "\r\n"):
+                return False
+            self.tokens[first] = source[done:at]
+            done = at + len(text)
+        return True
+
     def pop_trailing_newline(self) -> None:
         pass  # the counts must cover every token; the printed text is not used
 
     def before_codegen(self, node: cst.CSTNode) -> None:
         if id(node) in self.wanted_inclusive:
             self.opened.setdefault(id(node), len(self.tokens))
+            self.indents.setdefault(id(node), tuple(self.indent_tokens))
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         key = id(node)
@@ -400,6 +447,7 @@ class _Locator(CodegenState):
 
 def _build_findings(
     module: cst.Module,
+    source: str,
     reports: list[Report],
     path: str,
     settings: "Settings",
@@ -413,8 +461,8 @@ def _build_findings(
     if not reports:
         return []
     olds = [old for r in reports for old, _ in r.edits]
-    locator = _Locator(module, (r.node for r in reports), olds)
-    indents = block_indents(module, olds) if olds else {}  # one walk for every edit
+    locator = _Locator(module, (r.node for r in reports), olds, source)
+    indents = locator.indents
     findings = []
     for report in reports:
         code = report.rule.code

@@ -58,21 +58,35 @@ def test_locator_gives_libcst_positions_for_every_node():
     )
 
     from ptlint.engine import _Locator
+    from ptlint.walk import descendants
 
     texts = dict(LOCATOR_CASES)
     root = Path(__file__).resolve().parent.parent / "fixtures"
     texts.update((str(p), p.read_text(encoding="utf-8")) for p in sorted(root.rglob("*.py")))
     assert len(texts) > 100
+    partial = 0
     for name, text in texts.items():
         module = cst.parse_module(text)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         syntactic = wrapper.resolve(PositionProvider)
         inclusive = wrapper.resolve(WhitespaceInclusivePositionProvider)
         nodes = list(syntactic)
-        locator = _Locator(module, nodes, nodes)
-        assert _ranges(locator.span, nodes) == _ranges(syntactic.__getitem__, nodes), name
-        assert _ranges(locator.inclusive_span, nodes) == _ranges(inclusive.__getitem__, nodes), name
+        for source in (None, text):  # the whole module printed, or only the statements needed
+            locator = _Locator(module, nodes, nodes, source)
+            assert _ranges(locator.span, nodes) == _ranges(syntactic.__getitem__, nodes), name
+            assert _ranges(locator.inclusive_span, nodes) == _ranges(
+                inclusive.__getitem__, nodes), name
+        statements = list(module.body)
+        for statement in statements[1::3]:  # a few statements: only those are printed
+            below = set(descendants(statement))
+            inside = [n for n in nodes if n in below]
+            locator = _Locator(module, inside, inside, text)
+            partial += locator.partial
+            assert _ranges(locator.span, inside) == _ranges(syntactic.__getitem__, inside), name
+            assert _ranges(locator.inclusive_span, inside) == _ranges(
+                inclusive.__getitem__, inside), name
         if name in LOCATOR_CASES:  # asked for one node alone, it gives the same range
             for node in nodes:
-                alone = _Locator(module, [node], [])
+                alone = _Locator(module, [node], [], text)
                 assert _ranges(alone.span, [node]) == _ranges(syntactic.__getitem__, [node]), name
+    assert partial > 100  # most statements are printed alone, not the whole module
