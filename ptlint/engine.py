@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import dataclasses
 import re
 import time
 import warnings
@@ -326,10 +327,11 @@ class _Locator(CodegenState):
     WhitespaceInclusivePositionProvider's and the indentation of their block.
 
     Only the top-level statements that hold a wanted node are printed, when
-    `source` is the module's text: each one's text occurs in `source` exactly
-    once after the one before, which places it; the text skipped in between
-    becomes one token. Otherwise (the text occurs twice, or LibCST does not
-    reproduce the file) the whole module is printed.
+    `source` is the module's text: each one's text is found in `source` after
+    the one before, at the start of a line, and must not occur again before
+    the next one; the text skipped in between becomes one token. Otherwise
+    (an ambiguous text, or LibCST does not reproduce the file) the whole
+    module is printed.
     """
 
     def __init__(self, module: cst.Module, syntactic: Iterable[cst.CSTNode],
@@ -380,15 +382,26 @@ class _Locator(CodegenState):
                     break
         if remaining:  # in the header, or in a part of the tree `descendants` skips
             return False
-        done = 0  # where the text printed so far ends in `source`
+        placed = []  # (index of its gap token, where it starts in `source`, its text)
+        done = 0  # where the statements placed so far end in `source`
         for statement in holders:
             first = len(self.tokens)
             self.tokens.append("")  # the text before this statement, filled in below
             statement._codegen(self)
             text = "".join(self.tokens[first + 1:])
             at = source.find(text, done)
-            if at < 0 or source.find(text, at + 1) >= 0 or (at and source[at - 1] not in "\r\n"):
+            if at < 0 or (at and source[at - 1] not in "\r\n"):
                 return False
+            placed.append((first, at, text))
+            done = at + len(text)
+        # A statement placed too early (its text also occurs inside an earlier
+        # statement) occurs again before the next placed statement, or before the
+        # end for the last one: these regions do not overlap, so this is linear.
+        for (_, at, text), after in zip(placed, [*(p[1] for p in placed[1:]), len(source)]):
+            if source.find(text, at + 1, after) >= 0:
+                return False
+        done = 0
+        for first, at, text in placed:
             self.tokens[first] = source[done:at]
             done = at + len(text)
         return True
@@ -460,8 +473,10 @@ def _build_findings(
     reports = [r for r in reports if settings.is_enabled(r.rule.code, path)]
     if not reports:
         return []
+    plans = {id(r): [_narrow(old, new) for old, new in r.edits] for r in reports}
+    anchors = [node for edits in plans.values() for plan in edits if plan for node in plan[:2]]
     olds = [old for r in reports for old, _ in r.edits]
-    locator = _Locator(module, (r.node for r in reports), olds, source)
+    locator = _Locator(module, (r.node for r in reports), [*olds, *anchors], source)
     indents = locator.indents
     findings = []
     for report in reports:
@@ -471,7 +486,18 @@ def _build_findings(
             fix = None
             if report.edits:
                 edits = []
-                for old, new in report.edits:
+                for (old, new), plan in zip(report.edits, plans[id(report)]):
+                    if plan is not None:  # only the statements that change in a block
+                        first, last, added, how = plan
+                        start, end = (locator.inclusive_span(first).start,
+                                      locator.inclusive_span(last).end)
+                        if how == "before":
+                            end = start
+                        elif how == "after":
+                            start = end
+                        content = "".join(_printed(module, s, indents[id(first)]) for s in added)
+                        edits.append(Edit(start, end, content))
+                        continue
                     span = locator.inclusive_span(old)
                     content = "" if new is None else _edit_content(module, old, new, span, indents)
                     edits.append(Edit(span.start, span.end, content))
@@ -500,6 +526,54 @@ def _build_findings(
             )
         )
     return findings
+
+
+_BLOCKS = (cst.Module, cst.IndentedBlock)
+
+
+def _narrow(old: cst.CSTNode, new: cst.CSTNode | None):
+    """An edit that replaces a whole block (the module, an indented block) by a
+    copy with a few statements changed, narrowed to those statements:
+    (first, last, new statements, how), where `how` is "replace" (from the
+    start of `first` to the end of `last`), "before" (insert at the start of
+    `first`) or "after" (insert at the end of `last`). None for any other edit.
+
+    Rules move and insert statements by rebuilding their block; printing the
+    whole block for each fix would cost as much as the module for a fix at
+    the top level, and two fixes in one block would always overlap."""
+    if new is None or type(old) is not type(new) or type(old) not in _BLOCKS:
+        return None
+    for f in dataclasses.fields(old):
+        if f.name != "body" and getattr(old, f.name) is not getattr(new, f.name) and (
+                getattr(old, f.name) != getattr(new, f.name)):
+            return None
+    a, b = old.body, new.body
+    same = 0
+    while same < len(a) and same < len(b) and a[same] is b[same]:
+        same += 1
+    tail = 0
+    while tail < len(a) - same and tail < len(b) - same and a[-1 - tail] is b[-1 - tail]:
+        tail += 1
+    removed, added = a[same:len(a) - tail], tuple(b[same:len(b) - tail])
+    if not removed and not added:
+        return None
+    if isinstance(old, cst.Module) and not old.has_trailing_newline and not tail:
+        return None  # LibCST drops the module's last line break: print it whole
+    if removed:
+        return removed[0], removed[-1], added, "replace"
+    if tail:
+        return a[len(a) - tail], a[len(a) - tail], added, "before"
+    if same:
+        return a[same - 1], a[same - 1], added, "after"
+    return None
+
+
+def _printed(module: cst.Module, node: cst.CSTNode, indent: tuple[str, ...]) -> str:
+    """`node` printed at a block indentation."""
+    state = CodegenState(default_indent=module.default_indent,
+                         default_newline=module.default_newline, indent_tokens=list(indent))
+    node._codegen(state)
+    return "".join(state.tokens)
 
 
 def block_indents(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, tuple[str, ...]]:
@@ -542,11 +616,7 @@ def _edit_content(module: cst.Module, old: cst.CSTNode, new: cst.CSTNode, span: 
         return content
     if indents is None or id(old) not in indents:
         indents = block_indents(module, [old])
-    state = CodegenState(default_indent=module.default_indent,
-                         default_newline=module.default_newline,
-                         indent_tokens=list(indents.get(id(old), ())))
-    new._codegen(state)
-    return "".join(state.tokens)
+    return _printed(module, new, indents.get(id(old), ()))
 
 
 # -- fixing -----------------------------------------------------------------

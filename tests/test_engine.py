@@ -37,6 +37,10 @@ LOCATOR_CASES = {
     "cr": "import torch\rx = torch.zeros(3)\rif x:\r    y = 1\r",
     "unicode": 'x = "中文"; y = [\n  1,\n]  # c\n@dec\ndef f(a, *, b=1, **k) -> int:\n    """doc"""\n    return a\n',
     "no final newline": "class A:\n    def f(self):\n        return 1",
+    # a statement's text found earlier than the statement itself
+    "duplicates": "x = f(1)\ny = 2\nx = f(1)\nz = 3\nx = f(1)\n",
+    "inside a string": 's = """\nx = f(1)\n"""\nx = f(1)\n',
+    "inside brackets": "call(\nx\n)\nx\n",
 }
 
 
@@ -90,3 +94,76 @@ def test_locator_gives_libcst_positions_for_every_node():
                 alone = _Locator(module, [node], [], text)
                 assert _ranges(alone.span, [node]) == _ranges(syntactic.__getitem__, [node]), name
     assert partial > 100  # most statements are printed alone, not the whole module
+
+
+NARROW_CASES = {
+    # a block edit at the top level: the rule rebuilds the module
+    "module-level loop": (
+        "import torch\nfrom torch.amp import GradScaler\n\nopt = torch.optim.SGD([], 0.1)\n"
+        "for x in range(3):\n    scaler = GradScaler('cpu')\n    scaler.scale(x).backward()\n"
+        "    scaler.step(opt)\n    scaler.update()\n\nprint('done')\n"
+    ),
+}
+
+
+def test_block_edits_are_narrowed_to_the_statements_that_change(monkeypatch):
+    """A fix that rebuilds a whole block is applied as an edit of just the
+    statements it changes, with the same result as printing the whole block."""
+    from pathlib import Path
+
+    from ptlint import engine
+    from ptlint.config import Settings, validate
+
+    settings = Settings(select=["ALL"])
+    validate(settings)
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    texts = dict(NARROW_CASES)
+    texts.update((str(p), p.read_text(encoding="utf-8")) for p in sorted(root.glob("PTL*/bad.py")))
+    narrowed = 0
+    for name, text in texts.items():
+        narrow = engine.lint_text(text, "x.py", settings).findings
+        with monkeypatch.context() as m:
+            m.setattr(engine, "_narrow", lambda old, new: None)
+            whole = engine.lint_text(text, "x.py", settings).findings
+        assert [(f.code, f.span) for f in narrow] == [(f.code, f.span) for f in whole], name
+        for a, b in zip(narrow, whole):
+            if a.fix is None:
+                assert b.fix is None
+                continue
+            assert apply_edits(text, a.fix.edits) == apply_edits(text, b.fix.edits), (name, a.code)
+            size = sum(len(e.content) for e in a.fix.edits)
+            narrowed += size < sum(len(e.content) for e in b.fix.edits)
+    assert narrowed >= 5
+    (finding,) = [f for f in engine.lint_text(NARROW_CASES["module-level loop"], "x.py",
+                                              settings).findings if f.code == "PTL120"]
+    assert [(e.start.line, e.end.line) for e in finding.fix.edits] == [(5, 10)]
+
+
+def test_narrowed_insertions_go_before_or_after_the_unchanged_statements():
+    import libcst as cst
+
+    from ptlint import engine
+    from ptlint.config import Settings, validate
+    from ptlint.model import Safety
+    from ptlint.names import NameResolver
+    from ptlint.rule import Context, Report, registry
+
+    settings = Settings(select=["ALL"])
+    validate(settings)
+    text = "# top\nimport torch\n\n\ndef f():\n    a = 1\n    # b\n    b = 2\n"
+    module = cst.parse_module(text)
+    rule = registry()["PTL102"](Context("x.py", text, NameResolver()))
+    body = module.body[1].body
+    new = cst.parse_statement("x = 0\n")
+
+    def fixed(old, replaced):
+        report = Report(rule, module.body[1], "m", ((old, replaced),), Safety.SAFE)
+        (finding,) = engine._build_findings(module, text, [report], "x.py", settings)
+        return apply_edits(text, finding.fix.edits)
+
+    for at in range(3):  # in an indented block: first, middle, last
+        changed = body.with_changes(body=[*body.body[:at], new, *body.body[at:]])
+        assert fixed(body, changed) == module.deep_replace(body, changed).code, at
+    for at in range(3):  # at the top level
+        changed = module.with_changes(body=[*module.body[:at], new, *module.body[at:]])
+        assert fixed(module, changed) == changed.code, at
