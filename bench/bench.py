@@ -2,13 +2,16 @@
 """Benchmark ptlint against TorchFix and the LibCST parse floor on real code.
 
     python bench/bench.py /path/to/corpus [/path/to/other ...] [--runs 3] [--jobs 2]
+                          [--large /path/to/big/repository]
 
 Both tools get exactly the same `.py` files (listed once, passed explicitly).
 Runs alternate: ptlint cold (empty cache), ptlint warm (cache from the cold
-run), TorchFix (installed from PyPI into its own virtualenv by this script),
-and the floor: LibCST parsing only the files ptlint has to parse, with the
-same number of processes. It then prints the scaling series: subsets of the
-corpus, and synthetic single files of growing size.
+run), the floor (LibCST parsing only the files ptlint has to parse, with the
+same number of processes) and TorchFix (installed from PyPI into its own
+virtualenv by this script). `--large` repeats ptlint cold, warm and the floor
+on a repository of thousands of files, for the warm/cold ratio and peak
+memory. Then the scaling series: subsets of the corpus, and synthetic single
+files of growing size. Memory is the whole process tree's (sum of PSS).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +37,7 @@ SKIP_DIRS = {".git", ".venv", "venv", "build", "dist", "__pycache__", "node_modu
 class Sample:
     wall: float
     cpu: float
-    rss_mb: float
+    memory_mb: float  # peak, all processes of the run together
 
 
 @dataclass
@@ -49,7 +53,7 @@ class Series:
         med = self.median()
         cells = [
             self.name, f"{med:.2f}", f"{min(walls):.2f}", f"{max(walls):.2f}",
-            f"{self.median('cpu'):.2f}", f"{max(s.rss_mb for s in self.samples):.0f}",
+            f"{self.median('cpu'):.2f}", f"{max(s.memory_mb for s in self.samples):.0f}",
             f"{lines / med:,.0f}",
             f"{torchfix / med:.1f}x" if torchfix else "-",
             f"{med / floor:.2f}" if floor else "-",
@@ -57,18 +61,60 @@ class Series:
         return "| " + " | ".join(cells) + " |"
 
 
+def _tree_pss_mb(root: int) -> float:
+    """Memory of `root` and all its descendants: the sum of their proportional
+    set sizes (shared pages split between the processes that share them), MB."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                    data = handle.read()
+                ppid = int(data[data.rindex(b")") + 2:].split()[1])
+            except (OSError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        stack.extend(children.get(pid, ()))
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as handle:
+                total += next(int(l.split()[1]) for l in handle if l.startswith("Pss:"))
+        except (OSError, StopIteration, ValueError):
+            pass
+    return total / 1024
+
+
 def measure(cmd: list[str], cwd: Path | None = None, env: dict | None = None) -> Sample:
-    """Wall, CPU (user+sys of the process and its children) and peak RSS of one run."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"{cmd[0]} failed ({proc.returncode}):\n{err[-2000:]}")
-    return Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+    """Wall, CPU (user+sys of the process and its children) and peak memory of
+    one run: the whole process tree's, sampled every 0.1 s where /proc allows,
+    else the largest process's peak RSS."""
+    with tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=errors)
+        peak = 0.0
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            while not done.wait(0.1):
+                peak = max(peak, _tree_pss_mb(proc.pid))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        if os.path.exists("/proc/self/smaps_rollup"):
+            sampler.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        done.set()
+        if sampler.is_alive():
+            sampler.join()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode not in (0, 1):
+            errors.seek(0)
+            err = errors.read().decode(errors="replace")
+            raise SystemExit(f"{cmd[0]} failed ({proc.returncode}):\n{err[-2000:]}")
+    return Sample(wall, usage.ru_utime + usage.ru_stime, max(peak, usage.ru_maxrss / 1024))
 
 
 def python_files(roots: list[Path]) -> list[Path]:
@@ -142,11 +188,55 @@ def synthetic(lines: int, source: str, dest: Path) -> Path:
     return dest
 
 
+def describe(label: str, roots: list[Path], files: list[Path], lines: int) -> None:
+    print(f"{label}:")
+    for root in roots:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+        print(f"- {root}" + (f" @ {commit}" if commit else ""))
+    print(f"\nfiles: {len(files)}, lines: {lines:,}\n")
+
+
+def compare(files: list[Path], lines: int, work: Path, ptlint: list[str], runs: int, jobs: int,
+            torchfix: Path | None) -> tuple[Series, Series]:
+    """Alternating runs of ptlint cold, ptlint warm, the floor and TorchFix on
+    `files`; prints the table and returns the cold and warm series."""
+    listing = work / "files.txt"
+    listing.write_text("\n".join(str(p) for p in files))
+    names = [str(p) for p in files]
+    cache = work / ".ptlint_cache"
+    cold, warm, tfix, floor = Series("ptlint cold"), Series("ptlint warm"), Series("TorchFix"), Series("parse floor")
+    for run in range(runs):
+        shutil.rmtree(cache, ignore_errors=True)
+        cold.samples.append(measure([*ptlint, *names], cwd=work))
+        warm.samples.append(measure([*ptlint, *names], cwd=work))
+        floor.samples.append(run_floor(jobs, listing))
+        if torchfix is not None:
+            tfix.samples.append(measure([str(torchfix), "-j", str(jobs), *names], cwd=work))
+        print(f"run {run + 1}/{runs} done", file=sys.stderr)
+    tf_med = tfix.median() if tfix.samples else None
+    print("| tool | wall s (median) | min | max | CPU s | peak memory MB | lines/s | "
+          "TorchFix wall / this | this / floor wall |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for series in (cold, warm, floor, tfix):
+        if series.samples:
+            print(series.row(lines, tf_med, floor.median()))
+    print(f"\nwarm run: {cold.median() / warm.median():.0f}x faster than cold (median wall)")
+    if tf_med:
+        print(f"cold run: {tf_med / cold.median():.1f}x faster than TorchFix, "
+              f"{cold.median() / floor.median():.2f}x the parse floor (median wall)")
+    print("peak memory: all processes of a run together (sum of PSS), sampled every 0.1 s\n")
+    return cold, warm
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus", nargs="+", type=Path)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--large", nargs="+", type=Path, default=[],
+                    help="a repository of thousands of files: ptlint cold, warm and the floor "
+                         "(no TorchFix), for the warm/cold ratio and peak memory")
     ap.add_argument("--no-torchfix", action="store_true")
     ap.add_argument("--no-scaling", action="store_true")
     args = ap.parse_args()
@@ -154,41 +244,27 @@ def main() -> int:
     files = python_files(args.corpus)
     lines = count_lines(files)
     work = Path(tempfile.mkdtemp(prefix="ptlint-bench-"))
-    listing = work / "files.txt"
-    listing.write_text("\n".join(str(p) for p in files))
-    names = [str(p) for p in files]
     ptlint = [*ptlint_cmd(), "check", "--output-format", "concise", "--exit-zero",
               "--jobs", str(args.jobs)]
-    cache = work / ".ptlint_cache"
-
-    print(f"# ptlint benchmark\n")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"jobs: {args.jobs}; runs: {args.runs}")
-    for root in args.corpus:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
-        print(f"corpus: {root}" + (f" @ {commit}" if commit else ""))
-    print(f"files: {len(files)}, lines: {lines:,}\n")
-
-    cold, warm, tfix, floor = Series("ptlint cold"), Series("ptlint warm"), Series("TorchFix"), Series("parse floor")
+    version = subprocess.run([*ptlint_cmd(), "--version"], capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
     tf = None if args.no_torchfix else torchfix_bin()
-    for run in range(args.runs):
-        shutil.rmtree(cache, ignore_errors=True)
-        cold.samples.append(measure([*ptlint, *names], cwd=work))
-        warm.samples.append(measure([*ptlint, *names], cwd=work))
-        floor.samples.append(run_floor(args.jobs, listing))
-        if tf is not None:
-            tfix.samples.append(measure([str(tf), "-j", str(args.jobs), *names], cwd=work))
-        print(f"run {run + 1}/{args.runs} done", file=sys.stderr)
+    tf_version = (subprocess.run([str(tf), "--version"], capture_output=True, text=True)
+                  .stdout.strip() if tf else "")
 
-    tf_med = tfix.median() if tfix.samples else None
-    fl_med = floor.median()
-    print("| tool | wall s (median) | min | max | CPU s | peak RSS MB | lines/s | vs TorchFix | vs floor |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for series in (cold, warm, floor, tfix):
-        if series.samples:
-            print(series.row(lines, tf_med, fl_med))
-    print(f"\nwarm run is {cold.median() / warm.median():.0f}x faster than cold")
+    print("# ptlint benchmark\n")
+    print(f"{version} @ {head}" + (f"; TorchFix {tf_version}" if tf else "") + "; default rules")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"jobs: {args.jobs}; runs: {args.runs}\n")
+    describe("corpus", args.corpus, files, lines)
+    compare(files, lines, work, ptlint, args.runs, args.jobs, tf)
+    if args.large:
+        big = python_files(args.large)
+        big_lines = count_lines(big)
+        print("## A repository of thousands of files\n")
+        describe("corpus", args.large, big, big_lines)
+        compare(big, big_lines, work, ptlint, args.runs, args.jobs, None)
 
     if not args.no_scaling:
         print("\n## Scaling: subsets of the corpus (ptlint cold, no cache)\n")
