@@ -135,22 +135,27 @@ def vars_in(node: cst.CSTNode | None) -> set[str]:
     if node is None:
         return found
     stack = [node]
-    while stack:
+    while stack:  # `type(x) is`: a failed isinstance against a node class is slow
         current = stack.pop()
-        if isinstance(current, cst.Name):
+        kind = type(current)
+        if kind is cst.Name:
             found.add(current.value)
-        elif isinstance(current, cst.Attribute):
+        elif kind is cst.Attribute:
             name = dotted(current)
             if name is not None:
                 found.add(name)
                 found.add(name.partition(".")[0])
             else:
                 stack.append(current.value)
-        elif isinstance(current, cst.Arg):
+        elif kind is cst.Arg:
             stack.append(current.value)
-        elif not isinstance(current, (cst.SimpleString, cst.Integer, cst.Float)):
+        elif kind not in _CONSTANTS:
             stack.extend(children(current))
     return found
+
+
+_CONSTANTS = (cst.SimpleString, cst.Integer, cst.Float)
+_NO_CALLS_INSIDE = (cst.Lambda, cst.SimpleString, cst.Name)
 
 
 def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
@@ -158,9 +163,10 @@ def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
     stack = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.Call):
+        kind = type(current)
+        if kind is cst.Call:
             yield current
-        if isinstance(current, (cst.Lambda, cst.SimpleString, cst.Name)):
+        elif kind in _NO_CALLS_INSIDE:
             continue
         stack.extend(reversed(children(current)))
 

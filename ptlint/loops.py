@@ -29,6 +29,7 @@ from typing import Any, Iterator
 import libcst as cst
 
 from ptlint.rule import Rule
+from ptlint.walk import descendants
 
 # -- names used as data-flow keys ----------------------------------------------
 
@@ -213,28 +214,20 @@ _PROCESS_NAME = re.compile(r"rank|master|main|zero|local|world", re.I)
 
 def is_schedule_test(test: cst.BaseExpression) -> bool:
     """Whether an `if` test looks like "only on some steps"."""
-    found = False
-
-    class _V(cst.CSTVisitor):
-        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-            nonlocal found
-            if isinstance(node.operator, cst.Modulo):
-                found = True
-
-        def visit_Comparison(self, node: cst.Comparison) -> None:
+    for node in descendants(test):
+        kind = type(node)
+        if kind is cst.BinaryOperation:
+            if type(node.operator) is cst.Modulo:
+                return True
+        elif kind is cst.Comparison:
             # `i == len(loader) - 1` runs once; `rank == 0` runs every step on rank 0
-            nonlocal found
-            if any(isinstance(t.operator, (cst.Equal, cst.NotEqual)) for t in node.comparisons) \
+            if any(type(t.operator) in (cst.Equal, cst.NotEqual) for t in node.comparisons) \
                     and not _PROCESS_NAME.search(cst.Module([]).code_for_node(node)):
-                found = True
-
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal found
+                return True
+        elif kind is cst.Name:
             if _SCHEDULE_NAME.search(node.value):
-                found = True
-
-    test.visit(_V())
-    return found
+                return True
+    return False
 
 
 # -- the loop tree -------------------------------------------------------------
@@ -416,10 +409,10 @@ class LoopAwareRule(Rule):
         self._guards.append(Guard(self.loop, is_schedule_test(node.test)))
 
     def leave_If_body(self, node: cst.If) -> None:
-        self._guards.pop()
+        self._periodic = self._guards.pop().periodic
 
-    def visit_If_orelse(self, node: cst.If) -> None:
-        self._guards.append(Guard(self.loop, is_schedule_test(node.test)))
+    def visit_If_orelse(self, node: cst.If) -> None:  # right after leave_If_body
+        self._guards.append(Guard(self.loop, self._periodic))
 
     def leave_If_orelse(self, node: cst.If) -> None:
         self._guards.pop()

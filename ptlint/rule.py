@@ -44,6 +44,7 @@ class Context:
     torch_version: object | None = None  # packaging.version.Version
     timings: dict[str, float] | None = None  # per-rule seconds, when --timings asks
     reports: list[Report] = field(default_factory=list)
+    shared: dict = field(default_factory=dict)  # what rules work out once for all of them
 
 
 def _kebab(name: str) -> str:

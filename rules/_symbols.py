@@ -164,7 +164,10 @@ class SymbolRule(Rule):
             self.fallbacks -= 1
 
     def visit_If(self, node: cst.If) -> None:
-        compat = _version_test(node.test)
+        key = ("version test", id(node))  # the same answer for every symbol rule
+        compat = self.context.shared.get(key)
+        if compat is None:
+            compat = self.context.shared[key] = _version_test(node.test)
         self.compat_ifs.append(compat)
         self.fallbacks += compat
 
