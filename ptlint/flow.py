@@ -14,7 +14,7 @@ from typing import Iterable, Iterator
 import libcst as cst
 
 from ptlint.names import dotted
-from ptlint.walk import TypeTest
+from ptlint.walk import PerType
 from ptlint.walk import children as walk_children
 
 # (kind, node, enclosing loops, innermost last). Kinds:
@@ -84,12 +84,12 @@ def statements(body: Iterable[cst.BaseStatement], loops: tuple = ()) -> Iterator
             yield "def", stmt, loops
 
 
-_SKIPPED = TypeTest((
+_SKIPPED = PerType(lambda kind: issubclass(kind, (
     cst.BaseParenthesizableWhitespace, cst.Comma, cst.LeftParen, cst.RightParen,
     cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
     cst.BaseAugOp, cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseUnaryOp, cst.BaseCompOp,
     cst.AssignEqual, cst.Dot, cst.Colon, cst.Semicolon, cst.EmptyLine, cst.Comment, cst.Newline,
-    cst.TrailingWhitespace, cst.Asynchronous))
+    cst.TrailingWhitespace, cst.Asynchronous)))
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:

@@ -332,8 +332,11 @@ def _in_pool(files: list[Path], job: Job, jobs: int) -> list[Outcome]:
     global _JOB
     _JOB = job
     context = multiprocessing.get_context("fork")
-    chunk = max(1, min(32, len(files) // (jobs * 8)))
-    batches = [files[i:i + chunk] for i in range(0, len(files), chunk)]
+    # Largest files first, so that no worker is left with a big one at the end
+    # while the others wait; the results go back to the order of `files`.
+    order = sorted(range(len(files)), key=lambda i: -_size(files[i]))
+    chunk = max(1, min(16, len(files) // (jobs * 16)))
+    batches = [[files[i] for i in order[k:k + chunk]] for k in range(0, len(order), chunk)]
     done: list[list[Outcome] | None] = [None] * len(batches)
     pool = _pool(min(jobs, len(files)), context)
     try:
@@ -354,4 +357,14 @@ def _in_pool(files: list[Path], job: Job, jobs: int) -> list[Outcome]:
     outcomes: list[Outcome] = []
     for batch, results in zip(batches, done):
         outcomes.extend(results if results is not None else [_isolated(p, context) for p in batch])
-    return outcomes
+    in_order: list[Outcome | None] = [None] * len(files)
+    for i, outcome in zip(order, outcomes):
+        in_order[i] = outcome
+    return in_order  # type: ignore[return-value]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -69,23 +69,24 @@ def child_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
-class TypeTest(dict):
-    """`test[type(x)]` is `isinstance(x, classes)`, remembered per type.
+class PerType(dict):
+    """`table[type(x)]`: `compute(type(x))`, remembered per type.
 
-    LibCST's node classes are abstract base classes: `isinstance` against
-    them goes through `ABCMeta.__instancecheck__`, several times slower than
-    this lookup, and hot loops make millions of such checks."""
+    For tests like `isinstance(x, SomeNode)` in loops that run for every
+    node: LibCST's node classes are abstract base classes, and `isinstance`
+    against them goes through `ABCMeta.__instancecheck__`, several times
+    slower than this lookup."""
 
-    def __init__(self, classes: type | tuple[type, ...]) -> None:
+    def __init__(self, compute: Callable[[type], bool]) -> None:
         super().__init__()
-        self.classes = classes
+        self.compute = compute
 
     def __missing__(self, kind: type) -> bool:
-        found = self[kind] = issubclass(kind, self.classes)
+        found = self[kind] = self.compute(kind)
         return found
 
 
-_IS_NODE = TypeTest(cst.CSTNode)
+_IS_NODE = PerType(lambda kind: issubclass(kind, cst.CSTNode))
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -154,6 +155,10 @@ def walk(root: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor],
     with_attribute_hooks = {kind for kind, _, _ in attribute}
     node_type = cst.CSTNode
     is_node = _IS_NODE
+    # A leaf (no child fields: a name, a number, an operator) that no visitor
+    # handles is not pushed at all: about a third of the nodes.
+    needed = PerType(lambda kind: bool(
+        kind in visit or kind in leave or kind in with_attribute_hooks or child_fields(kind)))
     stack: list = [root]  # a node to visit, or a tuple: (node, _LEAVE) or an attribute hook
     pop, push = stack.pop, stack.append
 
@@ -202,7 +207,7 @@ def walk(root: cst.CSTNode, visitors: Iterable[cst.BatchableCSTVisitor],
                     value_kind = type(value)
                     if value_kind is list or value_kind is tuple:
                         found.extend(value)
-                    elif is_node[value_kind]:
+                    elif is_node[value_kind] and needed[value_kind]:
                         found.append(value)
                 found.reverse()
                 stack.extend(found)
