@@ -210,7 +210,15 @@ def parse(text: str) -> cst.Module:
 
 def active_rules(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
     """The rules whose `requires_text` the file satisfies: the rest need no parse."""
-    return [r for r in rules if not r.requires_text or any(t in text for t in r.requires_text)]
+    present: dict[str, bool] = {}  # rules share their texts: each is looked for once
+
+    def has(needle: str) -> bool:
+        found = present.get(needle)
+        if found is None:
+            found = present[needle] = needle in text
+        return found
+
+    return [r for r in rules if not r.requires_text or any(map(has, r.requires_text))]
 
 
 def lint_text(

@@ -177,15 +177,16 @@ class SymbolRule(Rule):
     def _symbol(self, node: cst.BaseExpression) -> Symbol | None:
         if self.fallbacks:
             return None  # a fallback for old torch versions: deliberate
-        last = node.attr.value if isinstance(node, cst.Attribute) else (
-            node.value if isinstance(node, cst.Name) else None)
+        kind = type(node)  # not isinstance: this runs for every call and attribute
+        last = node.attr.value if kind is cst.Attribute else (
+            node.value if kind is cst.Name else None)
         if last not in self.last_parts:
             return None
         return self.active.get(self.qualified_name(node) or "")
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, (cst.Attribute, cst.Name)):
+        if type(func) is not cst.Attribute and type(func) is not cst.Name:
             return
         symbol = self._symbol(func)
         if symbol is None:
