@@ -215,6 +215,8 @@ def process_file(path: Path, job: Job) -> Outcome:
         cache.put(key, out.findings)
     if job.mode == "fix" and out.new_text is not None:
         write_fixed(path, source, out, original=data)
+    if not out.findings:
+        out.text = None  # only quoted for findings: not worth sending back from a worker
     return out
 
 
