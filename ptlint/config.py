@@ -7,12 +7,15 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pathspec
 
+from ptlint._catalog import RULES as CATALOG
 from ptlint.model import Safety
-from ptlint.rule import Rule, registry
+
+if TYPE_CHECKING:
+    from ptlint.rule import Rule
 
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".mypy_cache", ".pytest_cache",
@@ -54,9 +57,8 @@ class Settings:
     # -- selection --------------------------------------------------------------
     @cached_property
     def enabled_codes(self) -> frozenset[str]:
-        rules = registry()
         if self.select is None:
-            chosen = {c for c, r in rules.items() if r.default_enabled}
+            chosen = {code for code, (_, on) in CATALOG.items() if on}
         else:
             chosen = set(expand(self.select, "select"))
         chosen |= set(expand(self.extend_select, "extend-select"))
@@ -65,6 +67,8 @@ class Settings:
 
     @cached_property
     def rules(self) -> list[type[Rule]]:
+        from ptlint.rule import registry  # imports LibCST: only when a file is linted
+
         return [r for c, r in registry().items() if c in self.enabled_codes and self._version_ok(r)]
 
     @cached_property
@@ -171,18 +175,17 @@ def _relative(path: str, root: Path) -> str:
 
 def expand(selectors: list[str], key: str, *, allow_syntax: bool = False) -> list[str]:
     """Codes matched by `ALL`, exact codes, prefixes (`PTL1`) or rule names."""
-    rules = registry()
     out: list[str] = []
     for selector in selectors:
         sel = selector.strip()
         upper = sel.upper()
         if upper == "ALL":
-            out.extend(rules)
+            out.extend(CATALOG)
             continue
         if allow_syntax and upper == "PTL000":
             out.append("PTL000")
             continue
-        matched = [c for c, r in rules.items() if c.startswith(upper) or r.name == sel]
+        matched = [c for c, (name, _) in CATALOG.items() if c.startswith(upper) or name == sel]
         if upper and "PTL000".startswith(upper):
             matched.append("PTL000")
         if not matched:

@@ -18,7 +18,7 @@ from libcst._nodes.internal import CodegenState
 from ptlint.model import SYNTAX_ERROR, Edit, Finding, Fix, Position, Span
 from ptlint.names import NameResolver, ScopeExit
 from ptlint.rule import Context, Report, Rule, rule_failed
-from ptlint.textio import line_starts, line_text
+from ptlint.textio import line_starts, line_text, one_line
 from ptlint.walk import child_fields, descendants, walk
 
 if TYPE_CHECKING:
@@ -41,14 +41,6 @@ class FixResult:
     text: str
     applied: int
     result: LintResult  # findings that remain after fixing
-
-
-def one_line(exc: BaseException, limit: int = 200) -> str:
-    """`Type: message` on one line (an exception's text may be a multi-line node repr)."""
-    text = " ".join(str(exc).split())
-    if len(text) > limit:
-        text = text[:limit - 3] + "..."
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _syntax_finding(path: str, line: int, column: int, detail: str) -> Finding:

@@ -19,7 +19,6 @@ from typing import Literal
 
 from ptlint import __version__
 from ptlint.config import Settings
-from ptlint.engine import LintResult, fix_text, lint_text, one_line
 from ptlint.model import SYNTAX_ERROR, Finding, Position, Span
 from ptlint.textio import (
     DecodeError,
@@ -27,6 +26,7 @@ from ptlint.textio import (
     Source,
     decode,
     encode,
+    one_line,
     signals_deferred,
     write_atomic,
 )
@@ -83,6 +83,9 @@ def unified_diff(path: str, before: str, after: str) -> str:
 
 def process_text(path: str, text: str, job: Job) -> Outcome:
     """Lint (or fix) one module's text; the notebook and stdin paths share this."""
+    # The engine imports LibCST and the rules: not needed when every result is cached.
+    from ptlint.engine import fix_text, lint_text
+
     timings: dict[str, float] | None = {} if job.timings else None
     if job.mode == "check":
         result = lint_text(text, path, job.settings, timings=timings)

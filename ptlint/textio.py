@@ -164,3 +164,11 @@ def line_text(text: str, starts: Sequence[int], line: int) -> str:
     start = starts[line - 1]
     end = starts[line] if line < len(starts) else len(text)
     return text[start:end].rstrip("\r\n")
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """`Type: message` on one line (an exception's text may be a multi-line node repr)."""
+    text = " ".join(str(exc).split())
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

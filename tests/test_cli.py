@@ -383,3 +383,25 @@ def test_force_exclude_applies_to_named_files(cli, project):
     assert cli("src/train.py", "--force-exclude", cwd=project).returncode == 0
     (project / "pyproject.toml").write_text('[tool.ptlint]\nforce-exclude = true\nextend-exclude = ["src"]\n')
     assert cli("src/train.py", cwd=project).returncode == 0
+
+
+def test_a_fully_cached_run_does_not_import_libcst_or_the_rules(cli, project):
+    """Start-up is most of a warm run (pre-commit on a few files, CI on an
+    unchanged tree): settings come from the generated catalog, and the engine,
+    LibCST and the rules are imported only when a file must be linted."""
+    import subprocess
+    import sys
+
+    assert cli("src", cwd=project).returncode == 1  # fills the cache
+    probe = (
+        "import sys\n"
+        "from ptlint.cli import main\n"
+        "code = main(['src', '--output-format', 'concise'])\n"
+        "print(code, 'libcst' in sys.modules, any(m.startswith('ptlint.rules') for m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=project, capture_output=True, text=True)
+    assert out.stdout.strip().splitlines()[-1] == "1 False False", out.stdout + out.stderr
+    assert "PTL102" in out.stdout
+    (project / "src" / "ok.py").write_text(CLEAN + "y = 1\n")  # a changed file is linted
+    out = subprocess.run([sys.executable, "-c", probe], cwd=project, capture_output=True, text=True)
+    assert out.stdout.strip().splitlines()[-1] == "1 True True", out.stdout + out.stderr

@@ -7,7 +7,6 @@ from typing import Any, Mapping
 
 from ptlint import __version__
 from ptlint.model import Finding
-from ptlint.rule import registry
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -26,6 +25,8 @@ def _rule(rule: Any) -> dict[str, Any]:
 
 
 def render(findings: list[Finding], sources: Mapping[str, str]) -> str:
+    from ptlint.rule import registry  # the rules' documentation goes into the log
+
     rules = list(registry().values())
     index = {r.code: i for i, r in enumerate(rules)}
     driver_rules = [_rule(r) for r in rules]

@@ -8,6 +8,11 @@ if os.environ.get("PTLINT_TEST_RULES"):
     import ptlint.rules
 
     ptlint.rules.__path__.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules"))
+    # settings select rules from the generated catalog: it must know them too
+    import ptlint._catalog
+    from ptlint.rule import registry
+
+    ptlint._catalog.RULES.update((c, (r.name, r.default_enabled)) for c, r in registry().items())
 
 if os.environ.get("PTLINT_TEST_VANISH"):
     import ptlint.files
