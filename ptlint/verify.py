@@ -572,6 +572,11 @@ def run_version(label: str, path: Path, function: str, check: Check, device: str
     return version
 
 
+# What multiprocessing reports when the fork server could not say how a process
+# ended (its status pipe closed early): the run is retried in a fresh interpreter.
+_LOST = 255
+
+
 class _RunError(Exception):
     """A version crashed, failed or ran out of time; the message says how."""
 
@@ -579,20 +584,32 @@ class _RunError(Exception):
 def _launch(job: dict, stem: Path, device: str, nproc: int, opts: Options) -> dict:
     job_path = stem.with_name(f"{stem.name}.job.json")
     job_path.write_text(json.dumps(job), encoding="utf-8")
+    metrics_path = Path(job["metrics"])
+    worker_args = ["-m", "ptlint.verify", "--worker", str(job_path)]
+    if nproc > 1:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc_per_node={nproc}", "--monitor-interval=0.1", *worker_args]
+    else:
+        cmd = [sys.executable, *worker_args]
+    status: int | None = _LOST
     if nproc == 1 and device == "cpu" and opts.fork:
         status, output = _run_forked(job_path, stem.with_name(f"{stem.name}.log"), opts)
-    else:
-        worker_args = ["-m", "ptlint.verify", "--worker", str(job_path)]
-        if nproc > 1:
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   f"--nproc_per_node={nproc}", "--monitor-interval=0.1", *worker_args]
-        else:
-            cmd = [sys.executable, *worker_args]
+        if status == _LOST and metrics_path.is_file():
+            status = 0  # it finished and wrote its metrics; only its exit status was lost
+    for attempt in range(2):
+        if status != _LOST:
+            break
+        # Not forked, or the fork server lost the run; and once more after a crash
+        # of the machinery rather than of the program (a process killed by a
+        # signal, or torchrun reporting one): such crashes come from the machine.
+        metrics_path.unlink(missing_ok=True)
         status, output = _run_subprocess(cmd, _worker_env(device, opts.seed, opts.threads),
                                          job_path.parent, opts.timeout)
+        if attempt == 0 and status is not None and not metrics_path.is_file() and (
+                status < 0 or (nproc > 1 and re.search(r"Signal \d+ \(SIG\w+\) received", output))):
+            status = _LOST
     if status is None:
         raise _RunError(f"timed out after {opts.timeout:g} s")
-    metrics_path = Path(job["metrics"])
     metrics = json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.is_file() else {}
     if not metrics.get("error"):  # a rank other than 0 may have failed
         for other in sorted(metrics_path.parent.glob(f"{metrics_path.stem}.rank*.json")):
