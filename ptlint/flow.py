@@ -9,7 +9,7 @@ Nothing here resolves imports: rules record what they need from
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import libcst as cst
 
@@ -115,15 +115,17 @@ def var(node: cst.BaseExpression) -> str | None:
     return dotted(node)
 
 
-def target_vars(node: cst.BaseExpression) -> Iterator[str]:
-    """The variables an assignment target binds or stores into."""
+def target_vars(node: cst.BaseExpression,
+                name_of: Callable[[cst.BaseExpression], str | None] = var) -> Iterator[str]:
+    """The variables an assignment target binds or stores into (each element of
+    a tuple or list target, named by `name_of`)."""
     if isinstance(node, (cst.Tuple, cst.List)):
         for element in node.elements:
-            yield from target_vars(element.value)
+            yield from target_vars(element.value, name_of)
     elif isinstance(node, cst.StarredElement):
-        yield from target_vars(node.value)
+        yield from target_vars(node.value, name_of)
     else:
-        name = var(node)
+        name = name_of(node)
         if name is not None:
             yield name
 

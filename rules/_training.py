@@ -15,6 +15,7 @@ from typing import Sequence
 
 import libcst as cst
 
+from ptlint.flow import target_vars
 from ptlint.names import dotted
 from ptlint.rule import Rule
 
@@ -196,6 +197,32 @@ _GRAD_SCALERS = ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.Gra
                  "torch.amp.grad_scaler.GradScaler")
 
 
+class BlockRule(Rule):
+    """A rule that knows the block (the module or an indented block) and the
+    simple statement line the traversal is in: what a fix that inserts or
+    moves statements needs."""
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.blocks: list[cst.IndentedBlock | cst.Module] = []
+        self.line: cst.SimpleStatementLine | None = None
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.blocks.append(node)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.blocks.append(node)
+
+    def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.blocks.pop()
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.line = node
+
+    def leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.line = None
+
+
 class Optimizers:
     """How names were created in this file, recorded at every assignment."""
 
@@ -273,15 +300,7 @@ class Optimizers:
 
 # -- bindings ------------------------------------------------------------------
 def _target_keys(target: cst.BaseExpression):
-    if isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _target_keys(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from _target_keys(target.value)
-    else:
-        text = key(target)
-        if text is not None:
-            yield text
+    return target_vars(target, key)
 
 
 class _Bindings(cst.CSTVisitor):

@@ -8,7 +8,7 @@ import libcst as cst
 from ptlint.fixers.statements import insert_before, statement
 from ptlint.model import Safety
 from ptlint.names import dotted
-from ptlint.rule import Rule
+from ptlint.rules._training import BlockRule
 
 _CLIPS = frozenset({
     "torch.nn.utils.clip_grad_norm_",
@@ -62,7 +62,7 @@ def _scale_backward(node: cst.Call) -> str | None:
     return dotted(inner.func.value)
 
 
-class ClipGradWithoutUnscale(Rule):
+class ClipGradWithoutUnscale(BlockRule):
     """
     ## What it does
     Flags `torch.nn.utils.clip_grad_norm_(...)` / `clip_grad_value_(...)` that
@@ -126,26 +126,9 @@ class ClipGradWithoutUnscale(Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.frames: list[_Frame] = [_Frame()]
-        self.blocks: list[cst.IndentedBlock | cst.Module] = []
-        self.line: cst.SimpleStatementLine | None = None
         self.orelse: dict[int, _Branch] = {}  # id of an `if`'s else part -> its branch
 
-    # -- where we are ------------------------------------------------------------------
-    def visit_Module(self, node: cst.Module) -> None:
-        self.blocks.append(node)
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self.blocks.append(node)
-
-    def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self.blocks.pop()
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self.line = node
-
-    def leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self.line = None
-
+    # -- where we are (BlockRule keeps the block and the line) ----------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.frames.append(_Frame())
 

@@ -8,7 +8,7 @@ import libcst as cst
 from ptlint.fixers.statements import insert_before, without_statement
 from ptlint.model import Safety
 from ptlint.names import dotted
-from ptlint.rule import Rule
+from ptlint.rules._training import BlockRule
 from ptlint.walk import descendants
 
 _SCALERS = frozenset({
@@ -56,7 +56,7 @@ def _used_names(node: cst.CSTNode) -> set[str]:
     return {n.value for n in descendants(node) if type(n) is cst.Name}
 
 
-class GradScalerInLoop(Rule):
+class GradScalerInLoop(BlockRule):
     """
     ## What it does
     Flags `GradScaler(...)` created inside the loop that uses it
@@ -119,23 +119,6 @@ class GradScalerInLoop(Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.functions: list[_Function] = [_Function()]
-        self.blocks: list[cst.IndentedBlock | cst.Module] = []
-        self.line: cst.SimpleStatementLine | None = None
-
-    def visit_Module(self, node: cst.Module) -> None:
-        self.blocks.append(node)
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self.blocks.append(node)
-
-    def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self.blocks.pop()
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self.line = node
-
-    def leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self.line = None
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(_Function())
