@@ -151,8 +151,8 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 import libcst as cst
 from ptlint.config import Settings, validate
-from ptlint.engine import active_rules
-from ptlint.textio import decode
+from ptlint.engine.lint import active_rules
+from ptlint.io.text import decode
 
 def parse(path):
     text = decode(open(path, "rb").read()).text

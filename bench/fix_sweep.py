@@ -34,8 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from ptlint.runner import unified_diff  # noqa: E402
-from ptlint.textio import DecodeError, decode  # noqa: E402
+from ptlint.io.diff import unified_diff  # noqa: E402
+from ptlint.io.text import DecodeError, decode  # noqa: E402
 
 SUFFIXES = (".py", ".pyi")
 PROBLEMS = re.compile(r"internal error|worker process died|would break the file|did not converge|"

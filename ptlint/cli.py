@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--output-format", choices=("full", "json"), default="full")
     clean = sub.add_parser("clean", help="remove the result cache")
     clean.add_argument("--config", type=Path)
-    from ptlint import verify  # torch-free at import: it imports torch only when it runs
+    from ptlint.verify import command as verify  # torch-free: torch only when it runs
 
     verify.add_arguments(sub.add_parser(
         "verify", help="run rules' bad and fixed programs: check, time, measure memory"))
@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "clean":
             return cmd_clean(args)
         if args.command == "verify":
-            from ptlint import verify
+            from ptlint.verify import command as verify
 
             return verify.main(args)
         return cmd_check(args)
@@ -170,7 +170,7 @@ def cmd_rules(fmt: str) -> int:
 
 def cmd_clean(args: argparse.Namespace) -> int:
     from ptlint.config import ConfigError, find_config, load_config
-    from ptlint.runner import clean
+    from ptlint.io.cache import clean
 
     try:
         settings = load_config(args.config or find_config(Path.cwd()))
@@ -207,8 +207,9 @@ def _settings(args: argparse.Namespace, anchor: Path):
 
 def cmd_check(args: argparse.Namespace) -> int:
     from ptlint.config import ConfigError
-    from ptlint.files import discover
-    from ptlint.runner import Job, Outcome, process_text, run
+    from ptlint.io.files import discover
+    from ptlint.engine.job import Job
+    from ptlint.engine.run import run
 
     paths = args.paths or ["."]
     stdin = paths == ["-"]
@@ -275,20 +276,20 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _stdin(args: argparse.Namespace, job) -> "tuple[Outcome, bytes]":
     """The outcome for standard input, and the bytes `--fix` prints: the input
     unchanged unless fixed, in the input's own encoding, BOM and line endings."""
-    from ptlint.runner import Outcome, _decode_error, process_text
-    from ptlint.textio import DecodeError, decode, encode
+    from ptlint.engine.job import Outcome, decode_error, process_text
+    from ptlint.io.text import DecodeError, decode, encode
 
     name = args.stdin_filename or "-"
     data = sys.stdin.buffer.read()
     if name.endswith(".ipynb"):
-        from ptlint import notebook
+        from ptlint.engine import notebook
 
         out = notebook.process(Path(name), data, job, write=False)
         return out, data if out.new_text is None else out.new_text.encode("utf-8")
     try:
         source = decode(data)
     except DecodeError as exc:
-        return Outcome(name, [_decode_error(name, exc)]), data
+        return Outcome(name, [decode_error(name, exc)]), data
     out = process_text(name, source.text, job)
     if out.new_text is None:
         return out, data
@@ -302,7 +303,7 @@ def _stdin(args: argparse.Namespace, job) -> "tuple[Outcome, bytes]":
 
 
 def _sources(findings, outcomes) -> dict[str, str]:
-    from ptlint.textio import read_source
+    from ptlint.io.text import read_source
 
     from ptlint.output import source_key
 

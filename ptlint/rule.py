@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Sequence
 import libcst as cst
 
 from ptlint.model import Safety
-from ptlint.walk import Visitor
+from ptlint.analysis.walk import Visitor
 
 if TYPE_CHECKING:
-    from ptlint.names import NameResolver
+    from ptlint.analysis.names import NameResolver
 
 DOCS_URL = "https://github.com/ptlint/ptlint/blob/main/docs/rules.md#{code}"
 

@@ -20,9 +20,9 @@ import libcst as cst
 from packaging.version import Version
 
 from ptlint.model import Safety
-from ptlint.names import dotted
+from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
-from ptlint.walk import descendants
+from ptlint.analysis.walk import descendants
 
 # A call fixer gets the call and `spell` (qualified name -> expression that
 # names it in this file, or None) and returns the replacement, or None when

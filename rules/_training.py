@@ -15,8 +15,8 @@ from typing import Sequence
 
 import libcst as cst
 
-from ptlint.flow import target_vars
-from ptlint.names import dotted
+from ptlint.analysis.flow import target_vars
+from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
 
 # The statements and suites kept on the path.

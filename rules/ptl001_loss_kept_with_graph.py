@@ -6,9 +6,9 @@ import libcst as cst
 
 from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
-from ptlint.flow import (body_of, calls_in, closure, evaluated, statements, target_vars, var,
+from ptlint.analysis.flow import (body_of, calls_in, closure, evaluated, statements, target_vars, var,
                          vars_in)
-from ptlint.names import dotted
+from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
 
 # `torch.nn.functional` losses that do not end in `_loss`.

@@ -6,9 +6,9 @@ import re
 import libcst as cst
 
 from ptlint.fixers.expressions import call_method, wrapped_in_call
-from ptlint.flow import body_of, calls_in, evaluated, statements, target_vars, vars_in
+from ptlint.analysis.flow import body_of, calls_in, evaluated, statements, target_vars, vars_in
 from ptlint.model import Safety
-from ptlint.names import dotted
+from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
 
 # `torch.<name>(...)` calls known to return a new tensor.

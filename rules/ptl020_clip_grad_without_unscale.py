@@ -7,7 +7,7 @@ import libcst as cst
 
 from ptlint.fixers.statements import insert_before, statement
 from ptlint.model import Safety
-from ptlint.names import dotted
+from ptlint.analysis.names import dotted
 from ptlint.rules._training import BlockRule
 
 _CLIPS = frozenset({

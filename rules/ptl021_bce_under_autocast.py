@@ -7,7 +7,7 @@ import libcst as cst
 
 from ptlint.fixers.arguments import keyword, positional
 from ptlint.model import Safety
-from ptlint.names import dotted, is_named
+from ptlint.analysis.names import dotted, is_named
 from ptlint.rule import Rule
 
 _AUTOCASTS = frozenset({

@@ -8,7 +8,7 @@ import libcst as cst
 
 from ptlint.fixers.arguments import keyword, positional
 from ptlint.model import Safety
-from ptlint.names import dotted
+from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
 
 _FUNCTIONS = {

@@ -5,9 +5,9 @@ import libcst as cst
 
 from ptlint.fixers.arguments import has_star_args, keyword, positional, with_keyword
 from ptlint.model import Safety
-from ptlint.names import is_named
+from ptlint.analysis.names import is_named
 from ptlint.rule import Rule
-from ptlint.walk import descendants
+from ptlint.analysis.walk import descendants
 
 # function -> default of `training` (torch 2.13, unchanged since 1.x)
 _DROPOUTS = {

@@ -5,7 +5,7 @@ import libcst as cst
 
 from ptlint.fixers.calls import called
 from ptlint.model import Safety
-from ptlint.names import dotted
+from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
 
 # Context managers whose call takes no required argument: adding `()` is the fix.

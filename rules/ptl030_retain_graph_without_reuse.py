@@ -4,7 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.fixers.arguments import keyword, without_keywords
-from ptlint.loops import LoopAwareRule, LoopFrame, is_backward_call, loss_keys
+from ptlint.analysis.loops import LoopAwareRule, LoopFrame, is_backward_call, loss_keys
 from ptlint.model import Safety
 
 

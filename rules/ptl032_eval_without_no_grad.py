@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from ptlint.names import dotted
+from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
 
 _NO_GRAD = ("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",

@@ -7,9 +7,9 @@ import libcst as cst
 
 from ptlint.fixers.statements import insert_before, without_statement
 from ptlint.model import Safety
-from ptlint.names import dotted
+from ptlint.analysis.names import dotted
 from ptlint.rules._training import BlockRule
-from ptlint.walk import descendants
+from ptlint.analysis.walk import descendants
 
 _SCALERS = frozenset({
     "torch.GradScaler",

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ptlint.fixers.arguments import keyword, positional
-from ptlint.names import dotted, is_named
+from ptlint.analysis.names import dotted, is_named
 from ptlint.rule import Rule
 
 _AUTOCASTS = frozenset({

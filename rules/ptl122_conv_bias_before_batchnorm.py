@@ -8,7 +8,7 @@ import libcst as cst
 
 from ptlint.fixers.arguments import keyword, with_keyword
 from ptlint.model import Safety
-from ptlint.names import is_named
+from ptlint.analysis.names import is_named
 from ptlint.rule import Rule
 
 _CONVS = frozenset(

@@ -5,7 +5,7 @@ import re
 
 import libcst as cst
 
-from ptlint.loops import SYNC_METHODS, LoopAwareRule, LoopFrame, key_of, value_keys
+from ptlint.analysis.loops import SYNC_METHODS, LoopAwareRule, LoopFrame, key_of, value_keys
 
 _BUILTINS = {"builtins.print": "print", "builtins.float": "float", "builtins.int": "int",
              "builtins.bool": "bool"}

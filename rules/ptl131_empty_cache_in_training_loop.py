@@ -5,7 +5,7 @@ import re
 
 import libcst as cst
 
-from ptlint.loops import LoopAwareRule, LoopFrame
+from ptlint.analysis.loops import LoopAwareRule, LoopFrame
 
 _EMPTY_CACHE = re.compile(r"torch\.(?:[a-z_]+\.)*empty_cache")
 

@@ -5,7 +5,7 @@ import libcst as cst
 
 from ptlint.fixers.arguments import keyword, with_keyword
 from ptlint.model import Safety
-from ptlint.names import dotted
+from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
 
 _LOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.model import Safety
-from ptlint.names import dotted
+from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
 
 

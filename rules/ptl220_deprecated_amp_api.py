@@ -12,9 +12,9 @@ from ptlint.fixers.arguments import (
     with_keyword,
 )
 from ptlint.model import Safety
-from ptlint.names import dotted
+from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
-from ptlint.walk import descendants
+from ptlint.analysis.walk import descendants
 
 # deprecated qualified name -> (member of torch.amp, device type)
 _TARGETS: dict[str, tuple[str, str]] = {}

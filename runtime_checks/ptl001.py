@@ -10,7 +10,7 @@ When the kept losses were already backpropagated, backward() has freed their
 saved activations and only the autograd graph itself is kept; the check then
 falls back to counting the graph's nodes (and says so).
 """
-from ptlint.verify import allclose, fmt_bytes, growth_per_step, max_diff
+from ptlint.verify.compare import allclose, fmt_bytes, growth_per_step, max_diff
 
 COMPARED = "peak memory over N steps (N = 8, 16, 32); recorded losses"
 SWEEP = {"steps": (8, 16, 32)}

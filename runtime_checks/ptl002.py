@@ -8,7 +8,7 @@ The bad version's snapshot must equal the live tensors and have left the
 initial values; the fixed version's snapshot must still equal the initial
 values; and the live tensors (the training itself) must be the same in both.
 """
-from ptlint.verify import allclose, max_diff
+from ptlint.verify.compare import allclose, max_diff
 
 COMPARED = "the snapshot vs the live, changed tensors"
 CHANGES_RESULTS = True  # the fix corrects what the snapshot holds

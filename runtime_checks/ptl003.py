@@ -12,7 +12,7 @@ Keep reference() in step with the fixture: same seed, model, data and lr.
 import torch
 import torch.nn as nn
 
-from ptlint.verify import max_diff
+from ptlint.verify.compare import max_diff
 
 COMPARED = "weights after 6 steps vs a hand-written SGD loop"
 CHANGES_RESULTS = True  # the fix corrects the training

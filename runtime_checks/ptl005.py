@@ -7,7 +7,7 @@ GradScaler) and returns {"loss", "grads": [unscaled gradients of the last step],
 (backward ops run in the dtype autocast chose for their forward op, so they are
 usually identical).
 """
-from ptlint.verify import allclose, max_diff
+from ptlint.verify.compare import allclose, max_diff
 
 COMPARED = "gradients, loss and parameters under autocast (CPU bfloat16, CUDA float16 + GradScaler)"
 RTOL, ATOL = 1e-2, 1e-3  # half-precision rounding

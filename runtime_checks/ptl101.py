@@ -6,7 +6,7 @@ main(device, repeats=20) creates tensors with deterministic factories
 equal. Random factories are left out: on an accelerator they draw from its
 generator after the fix (which is why that fix is unsafe).
 """
-from ptlint.verify import compare_equal
+from ptlint.verify.compare import compare_equal
 
 COMPARED = "values of tensors from deterministic factories; time of both"
 CHANGES_RESULTS = True  # random factories draw other numbers on an accelerator

@@ -8,7 +8,7 @@ gradients, so the parameters after N steps must equal the single-process ones.
 main() returns {"params": [parameter tensors]}; under torchrun it initialises
 the process group itself and takes its share of the batch by rank.
 """
-from ptlint.verify import max_diff
+from ptlint.verify.compare import max_diff
 
 COMPARED = "parameters after 5 SGD steps: torchrun DDP (2 processes) vs 1 process, full batch"
 NPROC = 2  # the fixed version runs under torchrun

@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ptlint import verify  # noqa: E402
+from ptlint.verify import checks, compare, model  # noqa: E402
 from ptlint.cli import main as cli_main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +100,7 @@ def test_ptl102_fixed_runs_under_torchrun_with_two_processes(cpu_run):
 
 
 def test_the_ptl102_fixture_itself_is_used():
-    assert verify.rule_pairs(ROOT)["PTL102"][1] == ROOT / "fixtures" / "PTL102_data_parallel"
+    assert checks.rule_pairs(ROOT)["PTL102"][1] == ROOT / "fixtures" / "PTL102_data_parallel"
 
 
 # -- a check that must fail does fail ------------------------------------------------
@@ -145,7 +145,7 @@ def test_a_version_that_runs_too_long_is_stopped(tmp_path):
 
 
 def test_fresh_interpreters_without_the_fork_server():
-    """The path CUDA runs take: each version in a new `python -m ptlint.verify --worker`."""
+    """The path CUDA runs take: each version in a new `python -m ptlint.verify.worker`."""
     proc = ptlint("verify", "PTL101", "--no-fork", "--no-timing", "--output-format", "json",
                   "-j", "2", "--timeout", "180")
     assert proc.returncode == 0, proc.stderr
@@ -155,11 +155,11 @@ def test_fresh_interpreters_without_the_fork_server():
 
 
 def test_results_that_differ_fail_the_default_check():
-    bad = verify.Version("bad", "bad.py", "cpu", result={"x": torch.arange(3.0)})
-    fixed = verify.Version("fixed", "fixed.py", "cpu", result={"x": torch.arange(3.0) + 1})
-    passed, detail = verify.Spec("PTL998").compare(bad, fixed, None)
+    bad = model.Version("bad", "bad.py", "cpu", result={"x": torch.arange(3.0)})
+    fixed = model.Version("fixed", "fixed.py", "cpu", result={"x": torch.arange(3.0) + 1})
+    passed, detail = model.Spec("PTL998").compare(bad, fixed, None)
     assert not passed and detail == "results differ: x (max |diff| 1)"
-    assert verify.Spec("PTL998").compare(bad, bad, None)[0]
+    assert model.Spec("PTL998").compare(bad, bad, None)[0]
 
 
 # -- a user's own script ---------------------------------------------------------------
@@ -239,18 +239,18 @@ def test_the_linter_core_never_imports_torch():
 def test_max_diff_and_allclose():
     a = {"p": [torch.ones(2), torch.zeros(3)], "loss": 1.0}
     b = {"p": [torch.ones(2), torch.zeros(3) + 1e-3], "loss": 1.0}
-    assert verify.max_diff(a, a) == (0.0, "")
-    worst, where = verify.max_diff(a, b)
+    assert compare.max_diff(a, a) == (0.0, "")
+    worst, where = compare.max_diff(a, b)
     assert worst == pytest.approx(1e-3) and where == "p[1]"
-    assert verify.allclose(a, b, atol=1e-2) and not verify.allclose(a, b)
-    assert verify.max_diff(a, {"p": [torch.ones(2)], "loss": 1.0})[0] == float("inf")
-    assert verify.max_diff({"x": torch.ones(2)}, {"x": torch.ones(3)})[0] == float("inf")
+    assert compare.allclose(a, b, atol=1e-2) and not compare.allclose(a, b)
+    assert compare.max_diff(a, {"p": [torch.ones(2)], "loss": 1.0})[0] == float("inf")
+    assert compare.max_diff({"x": torch.ones(2)}, {"x": torch.ones(3)})[0] == float("inf")
 
 
 def test_growth_per_step():
-    points = [(n, verify.MemoryPoint({"steps": n}, None, 100 * n + 7, 0)) for n in (8, 16, 32)]
-    assert verify.growth_per_step(points) == pytest.approx(100)
-    assert verify.growth_per_step(points[:1]) is None
+    points = [(n, model.MemoryPoint({"steps": n}, None, 100 * n + 7, 0)) for n in (8, 16, 32)]
+    assert compare.growth_per_step(points) == pytest.approx(100)
+    assert compare.growth_per_step(points[:1]) is None
 
 
 def test_runtime_programs_win_over_fixtures(tmp_path):
@@ -263,7 +263,7 @@ def test_runtime_programs_win_over_fixtures(tmp_path):
     not_runnable.mkdir()
     (not_runnable / "bad.py").write_text("x = 1\n")
     (not_runnable / "fixed.py").write_text("x = 1\n")
-    pairs = verify.rule_pairs(tmp_path)
+    pairs = checks.rule_pairs(tmp_path)
     assert pairs == {"PTL004": ("zero-grad-before-step",
                                 tmp_path / "runtime_checks" / "programs" / "PTL004_zero_grad_before_step")}
 
@@ -271,7 +271,8 @@ def test_runtime_programs_win_over_fixtures(tmp_path):
 @pytest.mark.parametrize("folder", sorted((HERE / "programs").glob("PTL*")), ids=lambda p: p.name)
 def test_runtime_programs_are_what_the_rule_flags_and_fixes(folder):
     from ptlint.config import Settings, validate
-    from ptlint.engine import fix_text, lint_text
+    from ptlint.engine.fix import fix_text
+    from ptlint.engine.lint import lint_text
 
     code = folder.name.split("_")[0]
     bad = (folder / "bad.py").read_text()
@@ -281,7 +282,7 @@ def test_runtime_programs_are_what_the_rule_flags_and_fixes(folder):
     expected = {i for i, line in enumerate(bad.splitlines(), 1) if f"# expect: {code}" in line}
     assert expected and {f.span.start.line for f in lint_text(bad, "bad.py", settings).findings} == expected
     assert fix_text(bad, "bad.py", settings, unsafe=True).text == fixed
-    assert verify.defines_main(folder / "bad.py") and verify.defines_main(folder / "fixed.py")
+    assert checks.defines_main(folder / "bad.py") and checks.defines_main(folder / "fixed.py")
 
 
 # -- GPU -------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, ROOT, settings_for
-from ptlint.engine import lint_text
+from ptlint.engine.lint import lint_text
 from ptlint.model import Safety
 from ptlint.rule import registry
 

@@ -5,7 +5,8 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, WhitespaceInclusivePositionProvider
 
-from ptlint.engine import _edit_content, apply_edits
+from ptlint.engine.fix import apply_edits
+from ptlint.engine.locate import edit_content
 from ptlint.model import Edit, Position
 
 SOURCE = """class Net:
@@ -25,7 +26,7 @@ def test_multiline_replacement_keeps_block_indentation():
     new = call.with_changes(args=[*call.args, cst.Arg(cst.parse_expression("True"),
                                                       keyword=cst.Name("training"))])
     where = span[call]
-    content = _edit_content(module, call, new, where)
+    content = edit_content(module, call, new, where)
     edit = Edit(Position(where.start.line, where.start.column),
                 Position(where.end.line, where.end.column), content)
     assert apply_edits(SOURCE, [edit]) == module.deep_replace(call, new).code
@@ -37,4 +38,4 @@ def test_single_line_replacement_is_printed_alone():
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     span = wrapper.resolve(WhitespaceInclusivePositionProvider)
     call = m.findall(module, m.Call())[0]
-    assert _edit_content(module, call, call.with_changes(args=()), span[call]) == "f()"
+    assert edit_content(module, call, call.with_changes(args=()), span[call]) == "f()"

@@ -1,7 +1,10 @@
 """Engine pieces that every rule relies on."""
 from __future__ import annotations
 
-from ptlint.engine import apply_edits, non_overlapping
+
+from ptlint.engine import locate
+from ptlint.engine.fix import apply_edits, non_overlapping
+from ptlint.engine.lint import lint_text
 from ptlint.model import Edit, Fix, Position, Safety
 
 
@@ -61,8 +64,7 @@ def test_locator_gives_libcst_positions_for_every_node():
         WhitespaceInclusivePositionProvider,
     )
 
-    from ptlint.engine import _Locator
-    from ptlint.walk import descendants
+    from ptlint.analysis.walk import descendants
 
     texts = dict(LOCATOR_CASES)
     root = Path(__file__).resolve().parent.parent / "fixtures"
@@ -76,7 +78,7 @@ def test_locator_gives_libcst_positions_for_every_node():
         inclusive = wrapper.resolve(WhitespaceInclusivePositionProvider)
         nodes = list(syntactic)
         for source in (None, text):  # the whole module printed, or only the statements needed
-            locator = _Locator(module, nodes, nodes, source)
+            locator = locate.Locator(module, nodes, nodes, source)
             assert _ranges(locator.span, nodes) == _ranges(syntactic.__getitem__, nodes), name
             assert _ranges(locator.inclusive_span, nodes) == _ranges(
                 inclusive.__getitem__, nodes), name
@@ -84,14 +86,14 @@ def test_locator_gives_libcst_positions_for_every_node():
         for statement in statements[1::3]:  # a few statements: only those are printed
             below = set(descendants(statement))
             inside = [n for n in nodes if n in below]
-            locator = _Locator(module, inside, inside, text)
+            locator = locate.Locator(module, inside, inside, text)
             partial += locator.partial
             assert _ranges(locator.span, inside) == _ranges(syntactic.__getitem__, inside), name
             assert _ranges(locator.inclusive_span, inside) == _ranges(
                 inclusive.__getitem__, inside), name
         if name in LOCATOR_CASES:  # asked for one node alone, it gives the same range
             for node in nodes:
-                alone = _Locator(module, [node], [], text)
+                alone = locate.Locator(module, [node], [], text)
                 assert _ranges(alone.span, [node]) == _ranges(syntactic.__getitem__, [node]), name
     assert partial > 100  # most statements are printed alone, not the whole module
 
@@ -111,7 +113,6 @@ def test_block_edits_are_narrowed_to_the_statements_that_change(monkeypatch):
     statements it changes, with the same result as printing the whole block."""
     from pathlib import Path
 
-    from ptlint import engine
     from ptlint.config import Settings, validate
 
     settings = Settings(select=["ALL"])
@@ -121,10 +122,10 @@ def test_block_edits_are_narrowed_to_the_statements_that_change(monkeypatch):
     texts.update((str(p), p.read_text(encoding="utf-8")) for p in sorted(root.glob("PTL*/bad.py")))
     narrowed = 0
     for name, text in texts.items():
-        narrow = engine.lint_text(text, "x.py", settings).findings
+        narrow = lint_text(text, "x.py", settings).findings
         with monkeypatch.context() as m:
-            m.setattr(engine, "_narrow", lambda old, new: None)
-            whole = engine.lint_text(text, "x.py", settings).findings
+            m.setattr(locate, "_narrow", lambda old, new: None)
+            whole = lint_text(text, "x.py", settings).findings
         assert [(f.code, f.span) for f in narrow] == [(f.code, f.span) for f in whole], name
         for a, b in zip(narrow, whole):
             if a.fix is None:
@@ -134,7 +135,7 @@ def test_block_edits_are_narrowed_to_the_statements_that_change(monkeypatch):
             size = sum(len(e.content) for e in a.fix.edits)
             narrowed += size < sum(len(e.content) for e in b.fix.edits)
     assert narrowed >= 5
-    (finding,) = [f for f in engine.lint_text(NARROW_CASES["module-level loop"], "x.py",
+    (finding,) = [f for f in lint_text(NARROW_CASES["module-level loop"], "x.py",
                                               settings).findings if f.code == "PTL120"]
     assert [(e.start.line, e.end.line) for e in finding.fix.edits] == [(5, 10)]
 
@@ -142,10 +143,9 @@ def test_block_edits_are_narrowed_to_the_statements_that_change(monkeypatch):
 def test_narrowed_insertions_go_before_or_after_the_unchanged_statements():
     import libcst as cst
 
-    from ptlint import engine
     from ptlint.config import Settings, validate
     from ptlint.model import Safety
-    from ptlint.names import NameResolver
+    from ptlint.analysis.names import NameResolver
     from ptlint.rule import Context, Report, registry
 
     settings = Settings(select=["ALL"])
@@ -158,7 +158,7 @@ def test_narrowed_insertions_go_before_or_after_the_unchanged_statements():
 
     def fixed(old, replaced):
         report = Report(rule, module.body[1], "m", ((old, replaced),), Safety.SAFE)
-        (finding,) = engine._build_findings(module, text, [report], "x.py", settings)
+        (finding,) = locate.build_findings(module, text, [report], "x.py", settings)
         return apply_edits(text, finding.fix.edits)
 
     for at in range(3):  # in an indented block: first, middle, last

@@ -5,7 +5,8 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, WhitespaceInclusivePositionProvider
 
 from conftest import settings_for
-from ptlint.engine import _edit_content, fix_text
+from ptlint.engine.fix import fix_text
+from ptlint.engine.locate import edit_content
 
 
 def test_multiline_call_replacement_keeps_its_indentation():
@@ -34,5 +35,5 @@ def test_statement_rendered_at_its_depth():
     loop = module.body[0].body.body[0]
     statement = loop.body.body[0]
     new = cst.parse_statement("with torch.no_grad():\n    q.zero_()\n")
-    assert _edit_content(module, statement, new, spans[statement]) == (
+    assert edit_content(module, statement, new, spans[statement]) == (
         "        with torch.no_grad():\n            q.zero_()\n")

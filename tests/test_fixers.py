@@ -8,7 +8,8 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, WhitespaceInclusivePositionProvider
 
-from ptlint.engine import _edit_content, apply_edits
+from ptlint.engine.fix import apply_edits
+from ptlint.engine.locate import edit_content
 from ptlint.fixers.statements import (
     hoist_out_of_with,
     insert_before,
@@ -39,7 +40,7 @@ def _replace(module: cst.Module, old: cst.CSTNode, new: cst.CSTNode) -> str:
     span = MetadataWrapper(module, unsafe_skip_copy=True).resolve(
         WhitespaceInclusivePositionProvider)[old]
     edit = Edit(Position(span.start.line, span.start.column),
-                Position(span.end.line, span.end.column), _edit_content(module, old, new, span))
+                Position(span.end.line, span.end.column), edit_content(module, old, new, span))
     return apply_edits(module.code, [edit])
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import expectations, fixture_dirs, settings_for
-from ptlint.engine import MAX_FIX_PASSES, fix_text, lint_text
+from ptlint.engine.fix import MAX_FIX_PASSES, fix_text
+from ptlint.engine.lint import lint_text
 
 DIRS = fixture_dirs()
 

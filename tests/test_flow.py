@@ -1,11 +1,11 @@
-"""Unit tests of the statement walker and variable helpers in `ptlint.flow`."""
+"""Unit tests of the statement walker and variable helpers in `ptlint.analysis.flow`."""
 from __future__ import annotations
 
 import textwrap
 
 import libcst as cst
 
-from ptlint.flow import calls_in, closure, statements, target_vars, var, vars_in
+from ptlint.analysis.flow import calls_in, closure, statements, target_vars, var, vars_in
 
 
 def _events(source: str):
@@ -77,7 +77,7 @@ def test_closure_follows_flows_backwards():
 
 
 def test_evaluated_parts_of_headers():
-    from ptlint.flow import evaluated
+    from ptlint.analysis.flow import evaluated
 
     module = cst.parse_module("for x in f(y):\n    pass\nwith a(), b() as c:\n    pass\n")
     loop, with_ = module.body

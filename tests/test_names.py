@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.names import NameResolver, ScopeExit
+from ptlint.analysis.names import NameResolver, ScopeExit
 
 
 def _resolve_all(source: str, dotted: str) -> list[str | None]:

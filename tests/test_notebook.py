@@ -12,11 +12,14 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from conftest import EXPECT, FIXTURES, ROOT, run_cli, settings_for
-from ptlint import notebook
+from ptlint.engine import notebook
+from ptlint.engine.job import Job
+from ptlint.engine.notebook import Layout
+from ptlint.io import ipython, notebook as nbfile
+from ptlint.io.ipython import mask, unmask
+from ptlint.io.notebook import Notebook
 from ptlint.model import Position
-from ptlint.notebook import Layout, Notebook, mask, unmask
 from ptlint.rule import registry
-from ptlint.runner import Job
 
 NOTEBOOKS = FIXTURES / "notebooks"
 CROSS_CELL = NOTEBOOKS / "cross_cell"
@@ -37,7 +40,7 @@ def load(path: Path) -> dict:
 
 
 def sources(path: Path) -> dict[int, str]:
-    return {i: notebook.source_text(c["source"]) for i, c in enumerate(load(path)["cells"])}
+    return {i: nbfile.source_text(c["source"]) for i, c in enumerate(load(path)["cells"])}
 
 
 def expected(path: Path) -> set[tuple[int, int, str]]:
@@ -46,7 +49,7 @@ def expected(path: Path) -> set[tuple[int, int, str]]:
     for index, cell in enumerate(load(path)["cells"]):
         if cell["cell_type"] != "code":
             continue
-        for number, line in enumerate(notebook.source_text(cell["source"]).splitlines(), 1):
+        for number, line in enumerate(nbfile.source_text(cell["source"]).splitlines(), 1):
             match = EXPECT.search(line)
             if match:
                 out |= {(index, number, c.strip()) for c in match.group("codes").split(",")}
@@ -64,7 +67,7 @@ def process(path: Path, *codes: str, mode: str = "check", unsafe: bool = True, d
 
 def outside_sources(text: str) -> tuple[str, list[str]]:
     """The notebook's text with every cell's `source` value cut out, and those values."""
-    spans = notebook._source_spans(text)
+    spans = nbfile._source_spans(text)
     out, values, last = [], [], 0
     for index in sorted(spans):
         start, end = spans[index]
@@ -142,16 +145,16 @@ def test_unmask_restores_any_cell_exactly(pieces, newline, trailing):
     result = mask(source)
     if result is None:
         return
-    assert len(notebook._lines(result.text)) == len(notebook._lines(source))
+    assert len(ipython.lines_of(result.text)) == len(ipython.lines_of(source))
     assert unmask(result.text, result) == source
-    assert notebook._mask(source, 0) == result  # the shortcut for plain cells agrees
+    assert ipython._mask(source, 0) == result  # the shortcut for plain cells agrees
 
 
 # -- the notebook file ---------------------------------------------------------------
 def test_source_spans_find_every_source_value():
     for path in NB_FILES:
         text = path.read_text(encoding="utf-8")
-        spans = notebook._source_spans(text)
+        spans = nbfile._source_spans(text)
         cells = json.loads(text)["cells"]
         assert sorted(spans) == list(range(len(cells)))
         for index, (start, end) in spans.items():
@@ -163,7 +166,7 @@ def test_rewriting_with_the_same_sources_gives_the_same_bytes(path):
     """The round trip the writer relies on: nothing changed, nothing moves."""
     raw = path.read_bytes()
     nb = Notebook.parse(raw)
-    same = {i: notebook.source_text(c["source"]) for i, c in enumerate(nb.cells)}
+    same = {i: nbfile.source_text(c["source"]) for i, c in enumerate(nb.cells)}
     assert nb.encode(nb.with_sources(same)) == raw
     assert nb.encode(nb.with_sources({})) == raw
 
@@ -179,8 +182,8 @@ def test_splicing_and_redumping_agree(path):
     for index, source in nb.code_cells():
         for new in (source + "\nx = 1", "", "é = 1\n", "a\nb"):
             data = json.loads(nb.text)
-            data["cells"][index]["source"] = notebook.source_value(new, data["cells"][index]["source"])
-            assert nb._splice({index: new}) == notebook._dump(data, style)
+            data["cells"][index]["source"] = nbfile.source_value(new, data["cells"][index]["source"])
+            assert nb._splice({index: new}) == nbfile._dump(data, style)
 
 
 def test_layouts_json_dumps_reproduces_are_redumped_others_spliced():
@@ -254,7 +257,7 @@ def test_fix_rewrites_only_the_changed_cells_sources(path):
     old_cells, new_cells = load(path)["cells"], json.loads(after)["cells"]
     for index, (old, new, old_value, new_value) in enumerate(
             zip(old_cells, new_cells, values_before, values_after)):
-        if notebook.source_text(old["source"]) == notebook.source_text(new["source"]):
+        if nbfile.source_text(old["source"]) == nbfile.source_text(new["source"]):
             assert new_value == old_value, f"cell {index} unchanged but rewritten"
         else:
             assert old["cell_type"] == "code"
@@ -269,7 +272,7 @@ def test_fixed_magics_notebook():
     path = NOTEBOOKS / "magics.ipynb"
     out = process(path, mode="fix")
     old, new = sources(path), {
-        i: notebook.source_text(c["source"]) for i, c in enumerate(json.loads(out.new_text)["cells"])
+        i: nbfile.source_text(c["source"]) for i, c in enumerate(json.loads(out.new_text)["cells"])
     }
     changed = {i for i in old if old[i] != new[i]}
     assert changed == {1, 4, 6, 9, 12}
@@ -451,13 +454,13 @@ def test_cli_cache_gives_the_same_answer(work):
 
 
 def test_read_only_notebook_is_not_written(tmp_path, monkeypatch):
-    import ptlint.runner
+    import ptlint.io.text
 
     path = tmp_path / "compact.ipynb"
     shutil.copy(NOTEBOOKS / "compact.ipynb", path)
     before = path.read_bytes()
     real = os.access
-    monkeypatch.setattr(ptlint.runner.os, "access",
+    monkeypatch.setattr(ptlint.io.text.os, "access",
                         lambda p, mode: False if Path(p) == path and mode == os.W_OK else real(p, mode))
     job = Job(settings_for("PTL102"), "fix", unsafe=True, cache=False)
     out = notebook.process(path, before, job)

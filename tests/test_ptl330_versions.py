@@ -5,7 +5,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from conftest import settings_for
-from ptlint.engine import lint_text
+from ptlint.engine.lint import lint_text
 
 SOURCE = '''
 import numpy as np

@@ -24,8 +24,12 @@ import pytest
 
 from conftest import FIXTURES, fixture_dirs, run_cli, settings_for
 from ptlint.config import Settings, validate
-from ptlint.engine import DEPTH_LIMIT, fix_text, lint_text, nesting
-from ptlint.runner import Job, process_file, unified_diff
+from ptlint.engine.fix import fix_text
+from ptlint.engine.guard import DEPTH_LIMIT, nesting
+from ptlint.engine.job import Job
+from ptlint.engine.lint import lint_text
+from ptlint.engine.run import process_file
+from ptlint.io.diff import unified_diff
 
 PLUGIN = Path(__file__).resolve().parent / "robust_plugin"
 DP = "import torch\nm = torch.nn.DataParallel(model)\n"
@@ -267,7 +271,7 @@ def test_file_name_that_is_not_utf8_with_a_strict_terminal(tmp_path, fmt):
 def test_cache_entries_that_are_damaged_or_crafted_are_misses(tmp_path):
     import pickle
 
-    from ptlint.runner import Cache
+    from ptlint.io.cache import Cache
 
     settings = settings_for("PTL102", root=tmp_path)
     cache = Cache(settings)
@@ -438,7 +442,7 @@ def test_stdin_fix_prints_the_file_in_its_own_bytes(data):
     proc = subprocess.run([sys.executable, "-m", "ptlint", "-", "--fix", "--unsafe-fixes",
                            "--select", "PTL102"], input=data, capture_output=True, timeout=120)
     assert b"Traceback" not in proc.stderr
-    from ptlint.textio import DecodeError, decode, encode
+    from ptlint.io.text import DecodeError, decode, encode
 
     try:
         source = decode(data)
@@ -613,7 +617,7 @@ def test_fix_never_writes_through_a_libcst_round_trip_loss():
 
 
 def test_file_saved_by_someone_else_during_fix_is_not_overwritten(tmp_path, monkeypatch):
-    from ptlint import runner
+    from ptlint.engine import run as runner
 
     path = tmp_path / "a.py"
     path.write_text(DP)
@@ -633,7 +637,7 @@ def test_file_saved_by_someone_else_during_fix_is_not_overwritten(tmp_path, monk
 
 
 def test_atomic_write_leaves_nothing_when_interrupted(tmp_path, monkeypatch):
-    from ptlint import textio
+    from ptlint.io import text as textio
 
     path = tmp_path / "a.py"
     path.write_text("old\n")
@@ -651,7 +655,7 @@ def test_atomic_write_leaves_nothing_when_interrupted(tmp_path, monkeypatch):
 def test_warm_run_answers_cached_files_without_workers(tmp_path, monkeypatch):
     """Cached files are answered in the main process; only changed files go to
     the worker pool, and the results keep the order of the files."""
-    from ptlint import runner
+    from ptlint.engine import run as runner
 
     settings = settings_for("PTL102", root=tmp_path)
     files = []
@@ -659,7 +663,7 @@ def test_warm_run_answers_cached_files_without_workers(tmp_path, monkeypatch):
         path = tmp_path / f"m{i}.py"
         path.write_text(DP if i % 2 else "x = 1\n")
         files.append(path)
-    job = runner.Job(settings)
+    job = Job(settings)
     cold = runner.run(files, job, jobs=2)
     pooled: list[list] = []
     real = runner._in_pool

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import fixture_dirs, settings_for
-from ptlint import engine
-from ptlint.engine import fix_text, lint_text
+from ptlint.engine import fix as engine_fix
+from ptlint.engine.fix import fix_text
+from ptlint.engine.lint import lint_text
 
 SETTINGS = settings_for("ALL")
 HYPOTHESIS = dict(deadline=None, suppress_health_check=list(HealthCheck))
@@ -104,7 +105,7 @@ def _only_imports_added(expected: str, actual: str) -> None:
 def edits_checked():
     """Every pass of the fix loop that is applied must change only its edits'
     spans, plus whole import lines."""
-    real = engine._apply
+    real = engine_fix._apply
 
     def checked(text, fixes):
         new = real(text, fixes)
@@ -112,7 +113,7 @@ def edits_checked():
             _only_imports_added(_reference_apply(text, [e for f in fixes for e in f.edits]), new)
         return new
 
-    with mock.patch.object(engine, "_apply", checked):
+    with mock.patch.object(engine_fix, "_apply", checked):
         yield
 
 

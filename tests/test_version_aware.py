@@ -6,7 +6,8 @@ import textwrap
 from packaging.version import Version
 
 from conftest import settings_for
-from ptlint.engine import fix_text, lint_text
+from ptlint.engine.fix import fix_text
+from ptlint.engine.lint import lint_text
 
 
 def _lint(code: str, source: str, version: str):

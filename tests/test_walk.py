@@ -4,7 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from conftest import FIXTURES
-from ptlint.walk import walk
+from ptlint.analysis.walk import walk
 
 PUNCTUATION = (cst.BaseParenthesizableWhitespace, cst.Comma, cst.LeftParen, cst.RightParen,
                cst.EmptyLine, cst.TrailingWhitespace, cst.Newline, cst.Comment,

@@ -10,6 +10,9 @@ from typing import Callable, Mapping
 
 from ptlint.model import Finding
 from ptlint.output import concise, full, github, gitlab, json, sarif
+from ptlint.output.where import location, source_key
+
+__all__ = ["FORMATS", "Renderer", "location", "source_key"]
 
 Renderer = Callable[[list[Finding], Mapping[str, str]], object]
 
@@ -22,15 +25,3 @@ FORMATS: dict[str, Renderer] = {
     "gitlab": gitlab.render,
 }
 
-
-def source_key(path: str, cell: int | None = None) -> str:
-    """The key of a file's text in `sources`; a notebook cell has its own."""
-    return path if cell is None else f"{path}\0cell {cell}"
-
-
-def location(finding: Finding) -> str:
-    """`path:line:col`, or `path:cell N:line:col` in a notebook (1-based)."""
-    where = f"{finding.span.start.line}:{finding.span.start.column + 1}"
-    if finding.cell is not None:
-        return f"{finding.path}:cell {finding.cell}:{where}"
-    return f"{finding.path}:{where}"

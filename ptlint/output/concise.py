@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import Mapping
 
 from ptlint.model import Finding
+from ptlint.output.where import location
 
 
 def render(findings: list[Finding], sources: Mapping[str, str]) -> str:
-    from ptlint.output import location
 
     return "".join(f"{location(f)}: {f.code} {f.message}\n" for f in findings)

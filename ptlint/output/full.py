@@ -6,8 +6,9 @@ from typing import Mapping
 from rich.console import Group
 from rich.text import Text
 
+from ptlint.io.text import line_starts, line_text
 from ptlint.model import Finding, Safety
-from ptlint.textio import line_starts, line_text
+from ptlint.output.where import location, source_key
 
 MAX_LINES = 6
 MAX_WIDTH = 300  # characters of a quoted line (minified and generated code has huge ones)
@@ -30,7 +31,6 @@ def _quote(line: str, column: int) -> tuple[str, int]:
 
 
 def render(findings: list[Finding], sources: Mapping[str, str]) -> Group:
-    from ptlint.output import location, source_key
 
     parts: list[Text] = []
     for f in findings:

@@ -5,12 +5,12 @@ import hashlib
 import json
 from typing import Mapping
 
+from ptlint.io.text import line_starts, line_text
 from ptlint.model import Finding
-from ptlint.textio import line_starts, line_text
+from ptlint.output.where import source_key
 
 
 def render(findings: list[Finding], sources: Mapping[str, str]) -> str:
-    from ptlint.output import source_key
 
     out = []
     seen: dict[str, int] = {}

@@ -15,9 +15,9 @@ if os.environ.get("PTLINT_TEST_RULES"):
     ptlint._catalog.RULES.update((c, (r.name, r.default_enabled)) for c, r in registry().items())
 
 if os.environ.get("PTLINT_TEST_VANISH"):
-    import ptlint.files
+    import ptlint.io.files
 
-    _discover = ptlint.files.discover
+    _discover = ptlint.io.files.discover
 
     def discover(paths, settings):
         found = _discover(paths, settings)
@@ -25,4 +25,4 @@ if os.environ.get("PTLINT_TEST_VANISH"):
             os.unlink(name)  # found, then gone before it is read
         return found
 
-    ptlint.files.discover = discover
+    ptlint.io.files.discover = discover

@@ -172,3 +172,28 @@ def one_line(exc: BaseException, limit: int = 200) -> str:
     if len(text) > limit:
         text = text[:limit - 3] + "..."
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def write_fixed(path: Path, source: Source, text: str, fixes: int,
+                original: bytes | None = None) -> str | None:
+    """Write `text`, the file with `fixes` fixes applied, over `path` in the file's
+    own encoding, atomically, unless the file changed since `original` was read. Returns why nothing was written,
+    or None when it was."""
+    name = str(path)
+    try:
+        writable = os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
+    except OSError:
+        writable = False
+    if not writable:  # root may write anything: the mode bits say what the owner wants
+        return f"{name}: file is read-only; {fixes} fix(es) not written"
+    try:
+        data = encode(source, text)
+    except UnicodeEncodeError:
+        return f"{name}: fixed text cannot be encoded as {source.encoding}; not written"
+    try:
+        write_atomic(path, data, expected=original)
+    except FileChanged:
+        return f"{name}: changed while ptlint was fixing it; not written"
+    except OSError as exc:
+        return f"{name}: cannot write: {exc.strerror or exc}"
+    return None

@@ -29,7 +29,7 @@ from typing import Any, Iterator
 import libcst as cst
 
 from ptlint.rule import Rule
-from ptlint.walk import descendants
+from ptlint.analysis.walk import descendants
 
 # -- names used as data-flow keys ----------------------------------------------
 

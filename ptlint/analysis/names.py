@@ -15,7 +15,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from ptlint.walk import Visitor
+from ptlint.analysis.walk import Visitor
 
 _BUILTINS = frozenset(dir(builtins))
 _LOCAL = ""  # a binding that is not an import: shadows whatever was imported

@@ -13,9 +13,9 @@ from typing import Callable, Iterable, Iterator
 
 import libcst as cst
 
-from ptlint.names import dotted
-from ptlint.walk import PerType
-from ptlint.walk import children as walk_children
+from ptlint.analysis.names import dotted
+from ptlint.analysis.walk import PerType
+from ptlint.analysis.walk import children as walk_children
 
 # (kind, node, enclosing loops, innermost last). Kinds:
 #   "small"    a small statement (Assign, AugAssign, Expr, Return, ...)

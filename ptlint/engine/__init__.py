@@ -1,0 +1,16 @@
+"""One file, from text to findings and fixes.
+
+- `guard`: is it Python, and safe for LibCST to parse (PTL000)?
+- `lint`: parse once, run every enabled rule in one walk (`lint_text`).
+- `locate`: reports to findings, with positions and edit texts.
+- `suppress`: `# noqa` and file-wide suppression.
+- `fix`: apply fixes until nothing changes, re-parsing each pass (`fix_text`).
+- `notebook`: a notebook's code cells linted and fixed as one module.
+- `job`: what one file's work asks for and gives back; `run`: many files,
+  in parallel, through the cache.
+
+May import: `ptlint.analysis`, `ptlint.io`, `ptlint.model`, `ptlint.rule`,
+`ptlint.config`. Never the CLI, output or verify packages. This package's
+`__init__` imports nothing, so that a run answered from the cache never
+loads LibCST.
+"""

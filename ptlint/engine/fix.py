@@ -1,0 +1,163 @@
+"""Fix one module's text: apply the allowed fixes, re-parse, repeat until
+nothing changes; then add the imports the fixes declared."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+import libcst as cst
+
+from ptlint.engine.guard import parse, python_verdict, round_trips, valid
+from ptlint.engine.lint import LintResult, lint_text
+from ptlint.io.text import line_starts
+from ptlint.model import Edit, Finding, Fix, Position
+
+if TYPE_CHECKING:
+    from ptlint.config import Settings
+
+MAX_FIX_PASSES = 10
+
+
+@dataclass
+class FixResult:
+    text: str
+    applied: int
+    result: LintResult  # findings that remain after fixing
+
+
+def offsets(text: str):
+    """A function from a position in `text` to its index."""
+    starts = line_starts(text)
+
+    def offset(pos: Position) -> int:
+        if pos.line > len(starts):  # the end of a file without a final line break
+            return len(text)
+        return starts[pos.line - 1] + pos.column
+
+    return offset
+
+
+def apply_edits(text: str, edits: Iterable[Edit]) -> str:
+    offset = offsets(text)
+
+    out, last = [], 0
+    for edit in sorted(edits):
+        begin, end = offset(edit.start), offset(edit.end)
+        out.append(text[last:begin])
+        out.append(edit.content)
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _overlap(a: tuple[Position, Position], b: tuple[Position, Position]) -> bool:
+    return a[0] < b[1] and b[0] < a[1] or a[0] == b[0]
+
+
+def non_overlapping(fixes: Iterable[Fix]) -> list[Fix]:
+    """Fixes whose edits touch no edit of a fix already taken (first come, first
+    kept). A fix whose own edits overlap each other is never taken."""
+    taken: list[Fix] = []
+    ranges: list[tuple[Position, Position]] = []
+    for fix in sorted(fixes, key=lambda f: f.edits[0].start):
+        own = [(e.start, e.end) for e in fix.edits]
+        if any(_overlap(a, b) for i, a in enumerate(own) for b in own[i + 1:]):
+            continue
+        if any(_overlap(a, b) for a in own for b in ranges):
+            continue
+        taken.append(fix)
+        ranges.extend((e.start, e.end) for e in fix.edits)
+    return taken
+
+
+def add_imports(text: str, imports: Iterable[str]) -> str:
+    """Add `import x` / `from x import y` statements the fixes need, once each."""
+    wanted = sorted(set(imports))
+    if not wanted:
+        return text
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import AddImportsVisitor
+
+    context = CodemodContext()
+    for statement in wanted:
+        parts = statement.split()
+        if parts[0] == "import":
+            AddImportsVisitor.add_needed_import(context, parts[1])
+        else:  # from a.b import c
+            AddImportsVisitor.add_needed_import(context, parts[1], parts[3])
+    code = AddImportsVisitor(context).transform_module(parse(text)).code
+    if text.endswith("\r") and not code.endswith("\r"):
+        code += "\r"  # LibCST drops a final lone \r (classic Mac line endings)
+    return code
+
+
+def _apply(text: str, fixes: Sequence[Fix]) -> str | None:
+    """`text` with the fixes' edits and imports, or None when the imports cannot
+    be added because the edited text does not parse."""
+    edited = apply_edits(text, [e for f in fixes for e in f.edits])
+    try:
+        return add_imports(edited, [i for f in fixes for i in f.imports])
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _fix_key(text: str, finding: Finding) -> tuple:
+    """What identifies a fix across passes: its rule, the text it replaces and the
+    text it puts in (positions move when other fixes add lines above it)."""
+    offset = offsets(text)
+
+    assert finding.fix is not None
+    return finding.code, tuple(
+        (text[offset(e.start):offset(e.end)], e.content) for e in finding.fix.edits
+    )
+
+
+def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> FixResult:
+    """Apply allowed fixes until nothing changes. A pass whose result does not
+    parse or compile is retried fix by fix, and the fixes that break it are
+    reported and left out."""
+    applied = 0
+    rejected: set[tuple] = set()
+    errors: list[str] = []
+    compiles = python_verdict(text, full=True) is None
+    for _ in range(MAX_FIX_PASSES):
+        result = lint_text(text, path, settings)
+        candidates = [
+            f for f in result.findings
+            if f.fix is not None
+            and _fix_key(text, f) not in rejected
+            and settings.fix_allowed(f.code, f.fix.safety, unsafe=unsafe)
+        ]
+        chosen = non_overlapping(f.fix for f in candidates)  # type: ignore[misc]
+        if chosen and not applied and not errors and not round_trips(text):
+            errors.append(f"{path}: LibCST does not reproduce this file byte for byte (a form "
+                          "feed before a statement?); not fixed")
+            chosen = []
+        if not chosen:
+            result.errors[:0] = errors
+            return FixResult(text, applied, result)
+        new = _apply(text, chosen)
+        if new is None or not valid(new, path, compiles=compiles):
+            by_fix = {id(f.fix): f for f in candidates}
+            broke = False
+            for fix in chosen:
+                single = _apply(text, [fix])
+                if single is None or not valid(single, path, compiles=compiles):
+                    bad = by_fix[id(fix)]
+                    rejected.add(_fix_key(text, bad))
+                    errors.append(
+                        f"{path}:{bad.span.start.line}: fix for {bad.code} would break the "
+                        "file; not applied"
+                    )
+                    broke = True
+            if broke:
+                continue
+            # Each fix is fine alone but not all together: one per pass.
+            chosen = chosen[:1]
+            new = _apply(text, chosen)
+            assert new is not None
+        applied += len(chosen)
+        text = new
+    result = lint_text(text, path, settings)
+    result.errors[:0] = [*errors, f"{path}: fixes did not converge after {MAX_FIX_PASSES} passes"]
+    return FixResult(text, applied, result)

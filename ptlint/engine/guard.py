@@ -1,0 +1,195 @@
+"""Before the rules: is this text Python, and can LibCST parse it safely?
+
+CPython's own parser gives the syntax error (PTL000) with its position and
+message; a file nested deeper than LibCST's native parser can take is refused
+before it is parsed (a segmentation fault otherwise).
+"""
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+import warnings
+
+import libcst as cst
+
+from ptlint.io.text import line_starts, line_text
+from ptlint.model import SYNTAX_ERROR, Finding, Position, Span
+
+
+def syntax_finding(path: str, line: int, column: int, detail: str) -> Finding:
+    code, name = SYNTAX_ERROR
+    start = Position(line, column)
+    return Finding(path, code, name, f"SyntaxError: {detail}", Span(start, start))
+
+
+def python_verdict(text: str, *, full: bool = False) -> tuple[int, int, str] | None:
+    """Where and why CPython rejects `text` ((line, column, message), column 0-based),
+    or None if it parses (and, with `full`, compiles). CPython's positions and
+    messages are much better than LibCST's ("Missing parentheses in call to 'print'")."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarning for "\d" and the like
+            compile(text, "<ptlint>", "exec", 0 if full else ast.PyCF_ONLY_AST,
+                    dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        starts = line_starts(text)
+        if "\0" in text and "null bytes" in str(exc):  # no position given (ValueError < 3.12)
+            at = text.index("\0")
+            line = bisect.bisect_right(starts, at)
+            return line, at - starts[line - 1], "source code cannot contain null bytes"
+        if not isinstance(exc, SyntaxError):
+            return 1, 0, str(exc)
+        line = min(max(exc.lineno or 1, 1), len(starts))
+        column = min(max((exc.offset or 1) - 1, 0), len(line_text(text, starts, line)))
+        return line, column, exc.msg or "invalid syntax"
+    except (RecursionError, MemoryError):
+        return 1, 0, "too deeply nested for Python to compile"
+    return None
+
+
+def syntax_error(path: str, exc: Exception, text: str) -> Finding | str:
+    """PTL000 where CPython says the file is wrong; when only LibCST rejects it,
+    an error line (ptlint's limitation, not the user's syntax error)."""
+    verdict = python_verdict(text)
+    if verdict is not None:
+        return syntax_finding(path, *verdict)
+    line = getattr(exc, "raw_line", None) or getattr(exc, "lineno", None) or 1
+    if isinstance(exc, RecursionError):
+        detail = "too deeply nested"
+    else:
+        detail = getattr(exc, "message", None) or str(exc).splitlines()[0] or type(exc).__name__
+    return f"{path}:{line}: LibCST cannot parse this file, although Python can ({detail}); file skipped"
+
+
+# LibCST's native parser recurses once per level of expression nesting: a few
+# thousand levels overflow the C stack (a segmentation fault: LibCST issue #619),
+# and long before that its time grows with the cube of the depth (a chain of
+# 1000 subscripts takes seconds, of 2000 minutes). The rules' visitors reach
+# Python's recursion limit at a few hundred levels anyway. So a file is measured
+# before it is parsed; real code stays below 30.
+DEPTH_LIMIT = 500
+BRACKET_LIMIT = 200  # CPython's own limit on nested brackets
+_DEEP_TEXT = ("(", "[", "{", ".", "+", "-", "*", "/", "%", "@", "&", "|", "^", "~",
+              "if", "not", "lambda", "await", "yield")
+_NOT_CODE = re.compile(  # comments and strings: their brackets do not count
+    r"#[^\r\n]*"
+    r"|'''(?:\\.|[^\\])*?'''"
+    r'|"""(?:\\.|[^\\])*?"""'
+    r"|'(?:\\.|[^\\'\r\n])*'"
+    r'|"(?:\\.|[^\\"\r\n])*"'
+)
+_NESTING = re.compile(r"[()\[\]{},;\n]|\r\n?|\\(?:\r\n?|\n)|[-+*/%@&|^~.]+|\b(?:if|not|lambda|await|yield)\b")
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _only_newlines(match: re.Match) -> str:
+    return "".join(_LINE_BREAK.findall(match.group()))
+
+
+def nesting(text: str) -> tuple[int, int, int]:
+    """(depth, line, brackets): an upper bound on the depth of the expression trees
+    LibCST would build, the line where it peaks, and the deepest bracket nesting.
+
+    One pass over the operators and brackets outside strings and comments: in
+    each bracketed element, a chain of operators (`a.b[c](d) + e`) nests one
+    level per operator, and a bracket adds the depth of its deepest element.
+    """
+    if sum(map(text.count, _DEEP_TEXT)) <= DEPTH_LIMIT:
+        return 0, 1, 0  # not enough operators in the whole file: the common case
+    code = _NOT_CODE.sub(_only_newlines, text)
+    stack: list[tuple[int, int, int]] = []
+    ops = child = best = 0  # operators in this element, its deepest bracket, best element so far
+    worst = where = brackets = 0
+    for match in _NESTING.finditer(code):
+        token = match.group()
+        first = token[0]
+        if first in "\r\n":
+            if not stack:  # a new statement
+                ops = child = best = 0
+            continue
+        if first == "\\":  # a backslash continuation: the statement goes on
+            continue
+        if first in "([{":
+            stack.append((ops, child, best))
+            ops = child = best = 0
+            brackets = max(brackets, len(stack))
+        elif first in ")]}":
+            depth = max(best, ops + child) + 1
+            if stack:
+                ops, child, best = stack.pop()
+                ops += 1
+                child = max(child, depth)
+        elif first in ",;":
+            best = max(best, ops + child)
+            ops = child = 0
+        else:
+            ops += 1 if first.isalpha() else len(token)
+        if ops + child > worst:
+            worst, where = ops + child, match.start()
+    line = len(_LINE_BREAK.findall(code, 0, where)) + 1
+    return worst, line, brackets
+
+
+def too_deep(text: str, path: str) -> Finding | str | None:
+    """PTL000 if CPython itself rejects a deeply nested file, an error line if only
+    LibCST could not take it, None if the file is safe to parse."""
+    if "\0" in text:  # LibCST accepts a null byte in a comment or string; Python never does
+        verdict = python_verdict(text)
+        if verdict is not None:
+            return syntax_finding(path, *verdict)
+    depth, line, brackets = nesting(text)
+    if depth <= DEPTH_LIMIT and brackets <= BRACKET_LIMIT:
+        return None
+    verdict = python_verdict(text, full=True)
+    if verdict is not None:
+        if verdict[:2] == (1, 0) and line != 1:  # CPython gave up without a position
+            verdict = (line, 0, verdict[2])
+        return syntax_finding(path, *verdict)
+    if depth <= DEPTH_LIMIT:
+        return None
+    try:  # the estimate is an upper bound: measure the real tree before giving up
+        real = _ast_depth(ast.parse(text))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        real = depth
+    if real <= DEPTH_LIMIT:
+        return None
+    return (f"{path}:{line}: expression nested about {real} levels deep; ptlint parses at most "
+            f"{DEPTH_LIMIT} levels; file skipped")
+
+
+def _ast_depth(tree: ast.AST) -> int:
+    deepest = 0
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def parse(text: str) -> cst.Module:
+    return cst.parse_module(text)
+
+
+def round_trips(text: str) -> bool:
+    """Whether LibCST gives back `text` byte for byte. It does not for a form feed
+    that precedes a statement (the form feed is dropped and the columns after it
+    are off by one), so edits made from its positions would be misplaced and its
+    code generation would lose bytes."""
+    try:
+        code = parse(text).code
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return code == text or (text.endswith("\r") and code == text[:-1])
+
+
+def valid(text: str, path: str, *, compiles: bool = True) -> bool:
+    """Whether LibCST parses `text` and (when the original compiled) CPython compiles it."""
+    try:
+        parse(text)
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return not compiles or python_verdict(text, full=True) is None

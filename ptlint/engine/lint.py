@@ -1,0 +1,118 @@
+"""Lint one module's text: guard, parse once, run every enabled rule in one
+walk, build findings, apply suppressions."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Sequence
+
+import libcst as cst
+
+from ptlint.analysis.names import NameResolver, ScopeExit
+from ptlint.analysis.walk import walk
+from ptlint.engine.guard import parse, python_verdict, round_trips, syntax_error, syntax_finding, too_deep
+from ptlint.engine.locate import build_findings
+from ptlint.engine.suppress import file_noqa, noqa
+from ptlint.io.text import line_starts, one_line
+from ptlint.model import Finding
+from ptlint.rule import Context, Rule, rule_failed
+
+if TYPE_CHECKING:
+    from ptlint.config import Settings
+
+
+@dataclass
+class LintResult:
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # internal errors, one line each
+
+
+def active_rules(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
+    """The rules whose `requires_text` the file satisfies: the rest need no parse."""
+    present: dict[str, bool] = {}  # rules share their texts: each is looked for once
+
+    def has(needle: str) -> bool:
+        found = present.get(needle)
+        if found is None:
+            found = present[needle] = needle in text
+        return found
+
+    return [r for r in rules if not r.requires_text or any(map(has, r.requires_text))]
+
+
+def lint_text(
+    text: str,
+    path: str,
+    settings: "Settings",
+    *,
+    timings: dict[str, float] | None = None,
+) -> LintResult:
+    """Lint one module's text. Never raises for bad input."""
+    result = LintResult()
+    file_codes = file_noqa(text)
+    if file_codes == "ALL":
+        return result
+    rules = active_rules(text, settings.rules_for(path))
+    if file_codes:
+        rules = [r for r in rules if r.code not in file_codes]
+    clock = time.perf_counter
+    t0 = clock()
+    if not rules:
+        # No rule needs this file: CPython's own parser (several times cheaper
+        # than LibCST's) is enough to report a syntax error.
+        if settings.is_enabled("PTL000", path):
+            verdict = python_verdict(text)
+            if verdict is not None:
+                result.findings.append(syntax_finding(path, *verdict))
+        if timings is not None:
+            timings["syntax check only"] = timings.get("syntax check only", 0.0) + clock() - t0
+        return result
+    problem = too_deep(text, path)
+    if problem is None:
+        try:
+            module = parse(text)
+        except (cst.ParserSyntaxError, RecursionError, ValueError, SyntaxError) as exc:
+            problem = syntax_error(path, exc, text)
+    if problem is not None:
+        if isinstance(problem, str):
+            result.errors.append(problem)
+        elif settings.is_enabled(problem.code, path):
+            result.findings.append(problem)
+        return result
+    if timings is not None:
+        timings["parse"] = timings.get("parse", 0.0) + clock() - t0
+
+    names = NameResolver()
+    context = Context(path=path, source=text, names=names, torch_version=settings.torch_version,
+                      timings=timings)
+    instances = []
+    for rule in rules:
+        try:
+            instances.append(rule(context))
+        except Exception as exc:  # noqa: BLE001 - one rule's bug must not hide the others
+            result.errors.append(f"{path}: internal error in {rule.code}: {one_line(exc)}")
+    t0 = clock()
+    try:
+        walk(module, [names, *instances, ScopeExit(names)], on_error=rule_failed)
+    except RecursionError:
+        result.errors.append(f"{path}: too deeply nested for the rules; file skipped")
+        return result
+    if timings is not None:
+        timings["rules"] = timings.get("rules", 0.0) + clock() - t0
+    for rule in instances:
+        if rule.failed is not None:
+            failed = rule.failed
+            result.errors.append(f"{path}: internal error in {failed.code}: {one_line(failed.original)}")
+    reports = [r for r in context.reports if r.rule.failed is None]
+    if reports:
+        t0 = clock()
+        findings = build_findings(module, text, reports, path, settings, result.errors)
+        starts = line_starts(text)
+        result.findings = [f for f in findings if not noqa(f, text, starts)]
+        if "\f" in text and any(f.fix for f in result.findings) and not round_trips(text):
+            # Columns after a form feed that LibCST dropped are off: no edit can be placed.
+            result.findings = [replace(f, fix=None) for f in result.findings]
+        if timings is not None:
+            timings["findings"] = timings.get("findings", 0.0) + clock() - t0
+    result.findings.sort(key=lambda f: f.sort_key)
+    return result

@@ -1,0 +1,31 @@
+"""Unified diffs of fixed text, as `patch` and `git apply` read them."""
+from __future__ import annotations
+
+import difflib
+import re
+
+_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+_NO_EOL = "\n\\ No newline at end of file\n"
+
+
+def _diff_lines(text: str) -> list[str]:
+    """Lines as Python and `patch` see them: str.splitlines() would also break at
+    form feeds and other Unicode separators, and the diff would not apply."""
+    lines = _LINES.findall(text)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += _NO_EOL
+    return lines
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    return "".join(difflib.unified_diff(
+        _diff_lines(before), _diff_lines(after), fromfile=f"a/{path}", tofile=f"b/{path}",
+    ))
+
+
+def cell_diff(path: str, index: int, before: str, after: str) -> str:
+    lines = difflib.unified_diff(
+        before.splitlines(), after.splitlines(),
+        fromfile=f"a/{path}:cell {index}", tofile=f"b/{path}:cell {index}", lineterm="",
+    )
+    return "".join(line + "\n" for line in lines)

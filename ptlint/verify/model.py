@@ -1,0 +1,163 @@
+"""What a runtime check sees: each version's results, memory and timing, and
+the rule's `Spec` that judges them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ptlint.verify.compare import compare_changes, compare_equal
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+NOISY = 0.25  # interquartile range / median above which a timing is flagged
+
+
+@dataclass
+class MemoryPoint:
+    """One measured call of `main()`. Bytes are on the run's device: resident
+    memory on CPU, `torch.cuda` allocator bytes on CUDA."""
+
+    params: dict[str, Any]
+    peak: int | None  # highest use during the call, above what was in use before it
+    retained: int | None  # still in use after it returned (its result alive), gc'd
+    graph_nodes: int  # autograd nodes reachable from the tensors it returned
+
+
+@dataclass
+class Timing:
+    median: float  # seconds per call of main()
+    iqr: float
+    runs: int
+
+
+@dataclass
+class Version:
+    """One program (bad, fixed or reference) as run by a worker."""
+
+    label: str
+    path: str
+    device: str
+    nproc: int = 1
+    result: Any = None
+    memory: list[MemoryPoint] = field(default_factory=list)
+    timing: Timing | None = None
+    error: str | None = None
+    note: str | None = None  # e.g. why a sweep was skipped
+    wall: float = 0.0
+
+    @property
+    def peak(self) -> int | None:
+        return self.memory[0].peak if self.memory else None
+
+    def sweep(self, name: str) -> list[tuple[Any, MemoryPoint]]:
+        """(value, point) for each swept value of keyword `name`, in order."""
+        return [(p.params[name], p) for p in self.memory if name in p.params]
+
+
+@dataclass
+class Spec:
+    """A rule's runtime check, read from `runtime_checks/ptlNNN.py`.
+
+    The module may define (all optional):
+      COMPARED: str          what the check compares (shown in the table)
+      compare(bad, fixed[, reference]) -> (passed: bool, detail: str)
+                             default: both versions' results are equal
+      SWEEP: {"steps": (8, 16, 32)}
+                             call main(steps=...) with each value to measure memory
+      NPROC: int             launch the fixed version with `torchrun --nproc_per_node=NPROC`
+      reference(device="cpu") -> dict
+                             a hand-written third version, run like the others
+      note(device) -> str | None
+                             a remark printed under the table
+      CHANGES: {"key": "why"} the results the fix changes on purpose (an unsafe fix that
+                             corrects a bug): each must differ, every other result must
+                             stay equal
+      CHANGES_RESULTS: bool  for `ptlint verify script.py`: the fix may change what
+                             main() returns (it corrects a bug), so differing results
+                             do not fail the check
+    """
+
+    code: str
+    module: ModuleType | None = None
+    path: Path | None = None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return getattr(self.module, name, default) if self.module is not None else default
+
+    @property
+    def compared(self) -> str:
+        changes = self.get("CHANGES")
+        if changes and not self.get("COMPARED"):
+            return f"fix changes {', '.join(sorted(changes))}; the rest is equal"
+        return self.get("COMPARED", "results of main() are equal")
+
+    @property
+    def sweep(self) -> dict[str, Sequence[Any]]:
+        return dict(self.get("SWEEP", {}) or {})
+
+    @property
+    def nproc(self) -> int:
+        return int(self.get("NPROC", 1))
+
+    @property
+    def has_reference(self) -> bool:
+        return callable(self.get("reference"))
+
+    @property
+    def changes_results(self) -> bool:
+        return bool(self.get("CHANGES_RESULTS", False))
+
+    def note(self, device: str) -> str | None:
+        note = self.get("note")
+        return note(device) if callable(note) else note
+
+    def compare(self, bad: Version, fixed: Version, reference: Version | None) -> tuple[bool, str]:
+        compare = self.get("compare")
+        if compare is None and self.get("CHANGES"):
+            return compare_changes(bad, fixed, self.get("CHANGES"))
+        if compare is None:
+            return compare_equal(bad, fixed)
+        if self.has_reference:
+            return compare(bad, fixed, reference)
+        return compare(bad, fixed)
+
+
+@dataclass
+class Check:
+    """One row of the table: a bad/fixed pair and the spec that judges it."""
+
+    code: str
+    name: str
+    source: str  # where the pair lives, for the reader
+    bad: Path
+    fixed: Path
+    spec: Spec
+    sys_path: tuple[str, ...] = ()
+    codes_fixed: tuple[str, ...] = ()  # user scripts: the rules whose fixes were applied
+    module_name: str = "ptlint_verify_target"
+
+
+@dataclass
+class Row:
+    check: Check
+    device: str
+    passed: bool
+    detail: str
+    bad: Version
+    fixed: Version
+    reference: Version | None = None
+    note: str | None = None
+
+    @property
+    def noisy(self) -> bool:
+        """A spread above a quarter of the median: the ratio is not to be trusted."""
+        return any(v.timing is not None and v.timing.iqr > NOISY * v.timing.median
+                   for v in (self.bad, self.fixed))
+
+    @property
+    def ratio(self) -> float | None:
+        if self.bad.timing and self.fixed.timing and self.fixed.timing.median > 0:
+            return self.bad.timing.median / self.fixed.timing.median
+        return None
