@@ -119,7 +119,9 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def error(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)
+    from ptlint.io.text import printable  # a file name may hold an escape sequence
+
+    print(f"error: {printable(message)}", file=sys.stderr)
 
 
 # -- ptlint rule / rules / clean ------------------------------------------------
@@ -258,7 +260,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.statistics:
         _statistics(findings, settings, stream, job.unsafe)
     else:
-        _render(findings, outcomes, settings.output_format, stream)
+        _render(findings, outcomes, settings.output_format, stream, errors)
     fmt = settings.output_format
     if not args.quiet and fmt in ("full", "concise") and not args.statistics and (
         findings or not errors or mode == "fix"
@@ -307,8 +309,8 @@ def _sources(findings, outcomes) -> dict[str, str]:
 
     from ptlint.output import source_key
 
-    sources = {out.path: out.text for out in outcomes if out.text is not None and not out.cells}
-    for out in outcomes:  # notebooks: each cell's source
+    sources = {out.path: out.text for out in outcomes if out.text is not None}
+    for out in outcomes:  # notebooks: each cell's source (and, above, the .ipynb file)
         sources.update((source_key(out.path, i), text) for i, text in out.cells.items())
     for f in findings:
         if f.path not in sources and f.cell is None:
@@ -319,10 +321,11 @@ def _sources(findings, outcomes) -> dict[str, str]:
     return sources
 
 
-def _render(findings, outcomes, fmt: str, stream) -> None:
+def _render(findings, outcomes, fmt: str, stream, errors: list[str]) -> None:
     from ptlint.output import FORMATS
 
-    rendered = FORMATS[fmt](findings, _sources(findings, outcomes) if fmt in ("full", "gitlab") else {})
+    sources = _sources(findings, outcomes) if fmt not in ("concise", "json") else {}
+    rendered = FORMATS[fmt](findings, sources, errors)
     if fmt == "full":
         if findings:
             from rich.console import Console

@@ -48,7 +48,7 @@ class Finding:
     message: str
     span: Span
     fix: Fix | None = None
-    cell: int | None = None  # notebooks: index into the notebook's `cells`
+    cell: int | None = None  # notebooks: index into the notebook's `cells` (see `cell_label`)
     url: str | None = None
 
     @property
@@ -57,3 +57,14 @@ class Finding:
 
 
 SYNTAX_ERROR = ("PTL000", "syntax-error")
+
+
+def cell_number(index: int) -> int:
+    """The number people know a notebook cell by: 1 for the first cell, every cell
+    (markdown and raw too) counted, as ruff numbers them."""
+    return index + 1
+
+
+def cell_label(index: int) -> str:
+    """`cell 3` for the cell at index 2 of the notebook's `cells`."""
+    return f"cell {cell_number(index)}"

@@ -64,6 +64,9 @@ class Rule(Visitor):
     fix_safety: ClassVar[Safety | None] = None
     default_enabled: ClassVar[bool] = True
     tags: ClassVar[tuple[str, ...]] = ()
+    # Rules tagged "security": the CVSS-like score (0.0-10.0) GitHub code scanning
+    # ranks their alerts by (SARIF `security-severity`).
+    security_severity: ClassVar[float | None] = None
     # The file is only parsed for this rule when it contains one of these strings.
     requires_text: ClassVar[tuple[str, ...]] = ()
     # PEP 440 specifier the target torch version must satisfy for the rule to run.

@@ -70,6 +70,7 @@ class TorchLoadWithoutWeightsOnly(Rule):
     fix_title = "Add `weights_only=True`"
     fix_safety = Safety.UNSAFE
     tags = ("security",)
+    security_severity = 8.0  # high: loading an untrusted file runs its code
     requires_text = ("load",)
     torch_versions = ">=1.13"
 

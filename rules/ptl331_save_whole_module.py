@@ -88,6 +88,7 @@ class SaveWholeModule(Rule):
     fix_title = "Save `state_dict()` instead"
     fix_safety = Safety.UNSAFE
     tags = ("security",)
+    security_severity = 5.0  # medium: its readers must load with weights_only=False
     requires_text = ("save",)
 
     def __init__(self, context) -> None:

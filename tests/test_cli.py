@@ -224,7 +224,7 @@ def test_sarif_has_what_github_code_scanning_needs(cli, project):
 def test_github_format(cli, project):
     out = cli("src/train.py", "--output-format", "github", cwd=project)
     assert out.stdout.startswith(
-        "::error title=ptlint (PTL102),file=src/train.py,line=5,col=13,endColumn=35,endLine=5::"
+        "::warning title=ptlint (PTL102),file=src/train.py,line=5,col=13,endColumn=35,endLine=5::"
         "src/train.py:5:13: PTL102 ")
 
 

@@ -37,6 +37,11 @@ def test_declarations(rule):
     assert (FIXTURES / f"{rule.code}_{rule.name.replace('-', '_')}").is_dir()
     if rule.fix_safety is not None:
         assert rule.fix_title, "a fixable rule needs a fix_title"
+    # GitHub code scanning ranks security alerts by SARIF's security-severity
+    if "security" in rule.tags:
+        assert rule.security_severity is not None and 0.0 <= rule.security_severity <= 10.0
+    else:
+        assert rule.security_severity is None
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)

@@ -344,19 +344,19 @@ def work(tmp_path):
 def test_cli_check_names_the_cell(work):
     proc = run_cli("check", "magics.ipynb", "--no-cache", "--output-format", "concise", cwd=work)
     assert proc.returncode == 1, proc.stderr
-    assert "magics.ipynb:cell 4:2:9: PTL102" in proc.stdout
-    assert "magics.ipynb:cell 10:2:11: PTL102" in proc.stdout
-    assert "magics.ipynb:cell 11:1:12: PTL000" in proc.stdout
+    assert "magics.ipynb:cell 5:2:9: PTL102" in proc.stdout  # the fifth cell, as ruff says
+    assert "magics.ipynb:cell 11:2:11: PTL102" in proc.stdout
+    assert "magics.ipynb:cell 12:1:12: PTL000" in proc.stdout
 
     proc = run_cli("check", "magics.ipynb", "--no-cache", "--output-format", "json", cwd=work)
     found = json.loads(proc.stdout)
-    first = next(f for f in found if f["cell"] == 4)
+    first = next(f for f in found if f["cell"] == 5)  # the cell's number, as in the text
     assert (first["line"], first["column"], first["end_line"], first["end_column"]) == (2, 9, 2, 31)
     assert first["fix"]["edits"][0]["location"] == {"line": 2, "column": 9}
     assert all("cell" in f for f in found)
 
     proc = run_cli("check", "magics.ipynb", "--no-cache", cwd=work, env={**os.environ, "NO_COLOR": "1"})
-    assert "magics.ipynb:cell 4:2:9: PTL102" in proc.stdout
+    assert "magics.ipynb:cell 5:2:9: PTL102" in proc.stdout
     assert "2 | model = nn.DataParallel(model)  # expect: PTL102" in proc.stdout  # the cell's line
 
 
@@ -364,7 +364,7 @@ def test_cli_diff_shows_cells_and_changes_nothing(work):
     before = (work / "magics.ipynb").read_bytes()
     proc = run_cli("check", "magics.ipynb", "--no-cache", "--diff", "--unsafe-fixes", cwd=work)
     assert proc.returncode == 1, proc.stderr
-    assert "--- a/magics.ipynb:cell 4\n+++ b/magics.ipynb:cell 4\n" in proc.stdout
+    assert "--- a/magics.ipynb:cell 5\n+++ b/magics.ipynb:cell 5\n" in proc.stdout
     assert "-model = nn.DataParallel(model)  # expect: PTL102\n" in proc.stdout
     assert "Would fix 4 findings in 1 file." in proc.stderr
     assert (work / "magics.ipynb").read_bytes() == before
@@ -399,7 +399,7 @@ def test_cli_stdin_notebook():
     proc = run_cli("check", "-", "--stdin-filename", "nb/x.ipynb", "--output-format", "concise",
                    stdin=data)
     assert proc.returncode == 1
-    assert "nb/x.ipynb:cell 0:2:5: PTL102" in proc.stdout
+    assert "nb/x.ipynb:cell 1:2:5: PTL102" in proc.stdout
     proc = run_cli("check", "-", "--stdin-filename", "x.ipynb", "--fix", "--unsafe-fixes",
                    stdin=data)
     fixed = json.loads(proc.stdout)
@@ -413,7 +413,7 @@ INVALID = {
     "nbformat3.ipynb": ('{"nbformat": 3, "worksheets": []}', "nbformat 3 is not supported"),
     "no_cells.ipynb": ('{"nbformat": 4, "metadata": {}}', "no `cells` list"),
     "bad_source.ipynb": ('{"nbformat": 4, "cells": [{"cell_type": "code", "source": 1}]}',
-                         "cell 0: `source`"),
+                         "cell 1: `source`"),
     "latin1.ipynb": (b'{"nbformat": 4, "cells": [], "x": "\xe9"}', "not UTF-8"),
     "list.ipynb": ("[1, 2]", "not a JSON object"),
 }
@@ -430,16 +430,16 @@ def test_cli_invalid_notebooks_are_errors_and_the_run_goes_on(tmp_path):
         assert f"error: {name}: invalid notebook: " in proc.stderr, proc.stderr
         line = next(line for line in proc.stderr.splitlines() if f"{name}:" in line)
         assert why in line
-    assert "compact.ipynb:cell 0:2:5: PTL102" in proc.stdout
+    assert "compact.ipynb:cell 1:2:5: PTL102" in proc.stdout
 
 
 def test_cli_config_applies_to_notebooks(work):
     (work / "pyproject.toml").write_text(
         '[tool.ptlint]\nper-file-ignores = {"magics.ipynb" = ["PTL102"]}\n', encoding="utf-8")
     proc = run_cli("check", ".", "--no-cache", "--output-format", "concise", cwd=work)
-    assert "magics.ipynb:cell 4" not in proc.stdout
-    assert "magics.ipynb:cell 11:1:12: PTL000" in proc.stdout
-    assert "compact.ipynb:cell 0:2:5: PTL102" in proc.stdout
+    assert "magics.ipynb:cell 5" not in proc.stdout
+    assert "magics.ipynb:cell 12:1:12: PTL000" in proc.stdout
+    assert "compact.ipynb:cell 1:2:5: PTL102" in proc.stdout
     proc = run_cli("check", ".", "--no-cache", "--extend-exclude", "*.ipynb", cwd=work)
     assert proc.returncode == 0 and ".ipynb" not in proc.stdout
 
@@ -588,7 +588,7 @@ def test_a_fix_must_not_drop_a_magic():
     fake = _Rewrite(_rule("PTL903", {"visit_Module": _drop_first}))
     out, new = fake.run(["%time x = 1\ny = 2"])
     assert new is None
-    assert out.errors == ["t.ipynb:cell 0:1: fix for PTL903 would break the cell; not applied"]
+    assert out.errors == ["t.ipynb:cell 1:1: fix for PTL903 would break the cell; not applied"]
 
 
 def _inline(*cells, **meta) -> bytes:

@@ -28,7 +28,7 @@ from ptlint.io.diff import cell_diff
 from ptlint.io.ipython import Masked, lines_of, mask, placeholders, unmask
 from ptlint.io.notebook import Notebook, NotebookError
 from ptlint.io.text import Source, line_starts, write_fixed
-from ptlint.model import Edit, Finding, Fix, Position, Span
+from ptlint.model import Edit, Finding, Fix, Position, Span, cell_label
 
 if TYPE_CHECKING:
     from ptlint.config import Settings
@@ -348,8 +348,8 @@ def _fix(cells: list[_Cell], path: str, settings: "Settings", *, unsafe: bool,
                     bad = mapped[id(fix)][0]
                     rejected.add((bad.code, bad.span))
                     k, where = layout.locate(bad.span.start)
-                    errors.append(f"{path}:cell {cells[k].index}:{where.line}: fix for {bad.code} "
-                                  "would break the cell; not applied")
+                    errors.append(f"{path}:{cell_label(cells[k].index)}:{where.line}: fix for "
+                                  f"{bad.code} would break the cell; not applied")
             continue
         applied += len(chosen)
         texts = new

@@ -4,6 +4,8 @@ from __future__ import annotations
 import difflib
 import re
 
+from ptlint.model import cell_label
+
 _LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _NO_EOL = "\n\\ No newline at end of file\n"
 
@@ -24,8 +26,10 @@ def unified_diff(path: str, before: str, after: str) -> str:
 
 
 def cell_diff(path: str, index: int, before: str, after: str) -> str:
+    """The diff of one notebook cell (`index` in the notebook's `cells`)."""
+    cell = cell_label(index)
     lines = difflib.unified_diff(
         before.splitlines(), after.splitlines(),
-        fromfile=f"a/{path}:cell {index}", tofile=f"b/{path}:cell {index}", lineterm="",
+        fromfile=f"a/{path}:{cell}", tofile=f"b/{path}:{cell}", lineterm="",
     )
     return "".join(line + "\n" for line in lines)

@@ -2,13 +2,18 @@
 that every other byte of the file stays as it was."""
 from __future__ import annotations
 
+import bisect
+import functools
 import json
 import re
+from itertools import accumulate
 from dataclasses import dataclass
 from json.decoder import scanstring
 from typing import Any
 
 from ptlint.io.ipython import indent_of
+from ptlint.io.text import line_starts
+from ptlint.model import cell_label
 
 class NotebookError(Exception):
     """The file is not a notebook we can read; the message says why."""
@@ -58,14 +63,15 @@ class Notebook:
             raise NotebookError("no `cells` list")
         for index, cell in enumerate(cells):
             if not isinstance(cell, dict):
-                raise NotebookError(f"cell {index} is not a JSON object")
+                raise NotebookError(f"{cell_label(index)} is not a JSON object")
             if not isinstance(cell.get("cell_type"), str):
-                raise NotebookError(f"cell {index} has no `cell_type`")
+                raise NotebookError(f"{cell_label(index)} has no `cell_type`")
             source = cell.get("source")
             if not (isinstance(source, str) or (
                 isinstance(source, list) and all(isinstance(s, str) for s in source)
             )):
-                raise NotebookError(f"cell {index}: `source` is neither a string nor a list of strings")
+                raise NotebookError(
+                    f"{cell_label(index)}: `source` is neither a string nor a list of strings")
         return cls(text, bom, data)
 
     @property
@@ -206,6 +212,47 @@ def _format_source(value: str | list[str], old: str, text: str, start: int, unit
         item = newline + key_indent + unit
         close = newline + key_indent
     return "[" + item + ("," + item).join(dump(s) for s in value) + close + "]"
+
+
+@functools.lru_cache(maxsize=8)  # every finding of a notebook asks again
+def source_lines(text: str) -> dict[int, list[int]]:
+    """Where each cell's source sits in the notebook file: for each cell (index in
+    `cells`), the line of the file (1-based) holding each line of its source.
+
+    A source written as a list of strings usually has one line per element, each on
+    a line of its own; a source written as one string has all its lines on one line
+    of the file. Returns {} for text that is not a notebook."""
+    try:
+        spans = _source_spans(text)
+    except (ValueError, IndexError, AttributeError, RecursionError):
+        return {}
+    file_starts = line_starts(text)
+    decoder = json.JSONDecoder()
+    out: dict[int, list[int]] = {}
+    for index, (start, end) in spans.items():
+        pieces: list[tuple[int, str]] = []  # (offset in the file, decoded text)
+        if text[start] == "[":
+            i = _WS.match(text, start + 1).end()  # type: ignore[union-attr]
+            while text[i] == '"':
+                value, after = scanstring(text, i + 1)
+                pieces.append((i, value))
+                i = _WS.match(text, after).end()  # type: ignore[union-attr]
+                if text[i] == ",":
+                    i = _WS.match(text, i + 1).end()  # type: ignore[union-attr]
+        elif text[start] == '"':
+            pieces.append((start, decoder.raw_decode(text, start)[0]))
+        if not pieces:
+            continue
+        joined = "".join(value for _, value in pieces)
+        piece_starts = list(accumulate((len(v) for _, v in pieces[:-1]), initial=0))
+        lines = []
+        for offset in line_starts(joined):
+            k = max(bisect.bisect_right(piece_starts, offset) - 1, 0)
+            if offset >= len(joined) and lines:
+                break  # the empty line after a final line break
+            lines.append(bisect.bisect_right(file_starts, pieces[k][0]))
+        out[index] = lines
+    return out
 
 
 _WS = re.compile(r"[ \t\n\r]*")

@@ -166,6 +166,15 @@ def line_text(text: str, starts: Sequence[int], line: int) -> str:
     return text[start:end].rstrip("\r\n")
 
 
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` safe to print on a terminal: control characters (an escape sequence
+    in a file name, a line break) are written as Python escapes (`\\x1b`, `\\n`)."""
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def one_line(exc: BaseException, limit: int = 200) -> str:
     """`Type: message` on one line (an exception's text may be a multi-line node repr)."""
     text = " ".join(str(exc).split())

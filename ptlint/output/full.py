@@ -1,7 +1,7 @@
 """The default, human format: position, code, message, the flagged lines and the fix."""
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from rich.console import Group
 from rich.text import Text
@@ -30,7 +30,8 @@ def _quote(line: str, column: int) -> tuple[str, int]:
     return line.expandtabs(4), len(line[:max(column, 0)].expandtabs(4))
 
 
-def render(findings: list[Finding], sources: Mapping[str, str]) -> Group:
+def render(findings: list[Finding], sources: Mapping[str, str],
+           errors: Sequence[str] = ()) -> Group:
 
     parts: list[Text] = []
     for f in findings:

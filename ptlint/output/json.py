@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from ptlint.model import Finding, Position
+from ptlint.model import Finding, Position, cell_number
 
 
 def _loc(pos: Position) -> dict[str, int]:
@@ -39,10 +39,10 @@ def as_dict(f: Finding) -> dict[str, Any]:
         "fix": fix,
         "url": f.url,
     }
-    if f.cell is not None:
-        out["cell"] = f.cell
+    if f.cell is not None:  # the cell's number, as in `nb.ipynb:cell 3:2:5` (ruff's field)
+        out["cell"] = cell_number(f.cell)
     return out
 
 
-def render(findings: list[Finding], sources: Mapping[str, str]) -> str:
+def render(findings: list[Finding], sources: Mapping[str, str], errors: Sequence[str] = ()) -> str:
     return json.dumps([as_dict(f) for f in findings], indent=2) + "\n"
