@@ -215,6 +215,10 @@ def test_control_characters_in_file_names_are_escaped(tmp_path):
         assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr, fmt
         assert f"{shown}:6:13: PTL102" in proc.stdout, (fmt, proc.stdout)
         assert "error: bad\\x1b]0;title\\x07.ipynb: invalid notebook" in proc.stderr
+    # a diff quotes the name the way git does, which `git apply` reads back
+    diff = run_cli(name, "--no-cache", "--diff", "--unsafe-fixes", cwd=tmp_path)
+    assert '--- "a/red\\033[31malert\\a.py"\n+++ "b/red\\033[31malert\\a.py"\n' in diff.stdout
+    assert "\x1b" not in diff.stdout + diff.stderr
     # the machine formats keep the real name (JSON escapes it)
     found = json.loads(run_cli(".", "--no-cache", "--output-format", "json", cwd=tmp_path).stdout)
     assert {f["path"] for f in found} == {name}

@@ -7,6 +7,9 @@ import re
 from ptlint.model import cell_label
 
 _LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f",
+              "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 _NO_EOL = "\n\\ No newline at end of file\n"
 
 
@@ -19,9 +22,21 @@ def _diff_lines(text: str) -> list[str]:
     return lines
 
 
+def _name(name: str) -> str:
+    """A file name in a diff header; one with control characters is quoted the way
+    git quotes it (`"a/red\\033[31m.py"`, which git apply and GNU patch read), so
+    that no escape sequence reaches the terminal."""
+    if not _CONTROLS.search(name):
+        return name
+    return '"' + "".join(
+        _C_ESCAPES.get(c) or ("".join(f"\\{b:03o}" for b in c.encode()) if _CONTROLS.match(c) else c)
+        for c in name) + '"'
+
+
 def unified_diff(path: str, before: str, after: str) -> str:
     return "".join(difflib.unified_diff(
-        _diff_lines(before), _diff_lines(after), fromfile=f"a/{path}", tofile=f"b/{path}",
+        _diff_lines(before), _diff_lines(after), fromfile=_name(f"a/{path}"),
+        tofile=_name(f"b/{path}"),
     ))
 
 
@@ -30,6 +45,6 @@ def cell_diff(path: str, index: int, before: str, after: str) -> str:
     cell = cell_label(index)
     lines = difflib.unified_diff(
         before.splitlines(), after.splitlines(),
-        fromfile=f"a/{path}:{cell}", tofile=f"b/{path}:{cell}", lineterm="",
+        fromfile=_name(f"a/{path}:{cell}"), tofile=_name(f"b/{path}:{cell}"), lineterm="",
     )
     return "".join(line + "\n" for line in lines)
