@@ -26,7 +26,8 @@ def _expr(value: str | cst.BaseExpression) -> cst.BaseExpression:
 
 def with_keyword(call: cst.Call, name: str, value: str | cst.BaseExpression) -> cst.Call:
     """`call` with `name=value`: replaced in place if present, else added after the
-    last plain argument (before any `**kwargs`), in the call's own comma style."""
+    last plain argument (before any `**kwargs`), in the call's own comma style; a
+    comment that ends the last argument's line stays with that argument."""
     existing = keyword(call, name)
     if existing is not None:
         return call.with_deep_changes(existing, value=_expr(value))
@@ -36,6 +37,8 @@ def with_keyword(call: cst.Call, name: str, value: str | cst.BaseExpression) -> 
     at = next((i for i, a in enumerate(args) if a.star == "**"), len(args))
     if at < len(args):
         new = new.with_changes(comma=cst.Comma(whitespace_after=_SPACE))
+    elif args and _commented(args[-1]):
+        args[-1], new = _after_comment(call, args[-1], new)
     elif args:
         last = args[-1]
         if isinstance(last.comma, cst.Comma):  # keep a trailing comma where it was
@@ -50,6 +53,44 @@ def with_keyword(call: cst.Call, name: str, value: str | cst.BaseExpression) -> 
                                          whitespace_after_arg=_NONE)
     args.insert(at, new)
     return call.with_changes(args=args)
+
+
+def _tail(arg: cst.Arg) -> cst.BaseParenthesizableWhitespace:
+    """The whitespace after an argument and its comma, if any."""
+    if isinstance(arg.comma, cst.Comma):
+        return arg.comma.whitespace_after
+    return arg.whitespace_after_arg
+
+
+def _commented(arg: cst.Arg) -> bool:
+    """Whether a comment ends the line of the argument (`shuffle=False,  # why`)."""
+    tail = _tail(arg)
+    return isinstance(tail, cst.ParenthesizedWhitespace) and tail.first_line.comment is not None
+
+
+def _after_comment(call: cst.Call, last: cst.Arg, new: cst.Arg) -> tuple[cst.Arg, cst.Arg]:
+    """`last` and `new` when a comment ends `last`'s line: the comment stays with
+    `last` (after its comma) and `new` goes on a line of its own, indented like the
+    other arguments, before what closed the call."""
+    tail = _tail(last)
+    assert isinstance(tail, cst.ParenthesizedWhitespace)
+    args = call.args
+    before = args[-2].comma.whitespace_after if len(args) > 1 and isinstance(
+        args[-2].comma, cst.Comma) else call.whitespace_before_args
+    if isinstance(before, cst.ParenthesizedWhitespace):  # one argument per line: the same
+        indent, line = before.indent, before.last_line
+    elif tail.last_line.value:  # `)` aligned under the arguments: there
+        indent, line = tail.indent, tail.last_line
+    else:  # `)` at the statement's indentation: one level deeper
+        indent, line = tail.indent, cst.SimpleWhitespace("    ")
+    to_new = tail.with_changes(indent=indent, last_line=line)
+    closing = cst.ParenthesizedWhitespace(first_line=cst.TrailingWhitespace(), empty_lines=[],
+                                          indent=tail.indent, last_line=tail.last_line)
+    if isinstance(last.comma, cst.Comma):  # keep the trailing comma style
+        return (last.with_changes(comma=last.comma.with_changes(whitespace_after=to_new)),
+                new.with_changes(comma=cst.Comma(whitespace_after=closing)))
+    return (last.with_changes(comma=cst.Comma(whitespace_after=to_new), whitespace_after_arg=_NONE),
+            new.with_changes(whitespace_after_arg=closing))
 
 
 def without_keywords(call: cst.Call, *names: str) -> cst.Call:
@@ -78,8 +119,7 @@ def _closing(call: cst.Call) -> cst.BaseParenthesizableWhitespace:
     before = call.whitespace_before_args
     if not _has_comment(before):
         return cst.SimpleWhitespace("")
-    last = call.args[-1]
-    end = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else last.whitespace_after_arg
+    end = _tail(call.args[-1])
     if isinstance(end, cst.ParenthesizedWhitespace):
         return before.with_changes(indent=end.indent, last_line=end.last_line)
     return before

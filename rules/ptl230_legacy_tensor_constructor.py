@@ -140,6 +140,13 @@ class LegacyTensorConstructor(Rule):
     array, a storage), keyword arguments, `*args` and calls through a local
     alias are reported without a fix.
 
+    The fix is unsafe, and needs `--unsafe-fixes`, in a file that calls
+    `torch.set_default_device(...)` or uses `with torch.device(...):`: the
+    legacy constructors ignore the default device and create on the CPU,
+    while `torch.tensor` and `torch.empty` follow it, so the fixed code
+    creates its tensors on that device. (`torch.cuda.*Tensor`, fixed with an
+    explicit `device="cuda"`, stays safe.)
+
     ## References
     - [`torch.tensor`](https://pytorch.org/docs/stable/generated/torch.tensor.html)
     - [Tensor creation ops](https://pytorch.org/docs/stable/torch.html#creation-ops)
@@ -155,6 +162,19 @@ class LegacyTensorConstructor(Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.aliases: dict[str, str] = {}  # local name -> legacy type, from `X = A if c else B`
+        # Fixes are reported when the whole file has been seen: whether it changes the
+        # default device decides whether a fix that passes no device is safe.
+        self.fixes: list[tuple[cst.Call, cst.Call, tuple[str, ...], bool, str]] = []
+        self.default_device = False
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if isinstance(node.item, cst.Call) and self.is_name(node.item.func, "torch.device"):
+            self.default_device = True
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for node, new, imports, device, message in self.fixes:
+            safety = Safety.UNSAFE if self.default_device and not device else Safety.SAFE
+            self.report(node, replacement=new, imports=imports, message=message, safety=safety)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
@@ -173,7 +193,9 @@ class LegacyTensorConstructor(Rule):
         if not isinstance(func, (cst.Name, cst.Attribute)):
             return
         qualified = self.qualified_name(func)
-        if qualified in _LEGACY:
+        if qualified == "torch.set_default_device":
+            self.default_device = True
+        elif qualified in _LEGACY:
             self._check(node, qualified)
         elif isinstance(func, cst.Name) and qualified is None and func.value in self.aliases:
             self.report(node, message=f"Legacy tensor constructor `{func.value}(...)` "
@@ -203,8 +225,8 @@ class LegacyTensorConstructor(Rule):
         extra = {k: v for k, v in (("dtype", dtype), ("device", device)) if v}
         if not args:
             new = _rebuilt(node, f"{torch}.empty", [cst.Arg(cst.Integer("0"))], extra)
-            self.report(node, replacement=new, imports=imports,
-                        message=f"Legacy tensor constructor `torch.{short}()`: use `torch.empty(0)`")
+            self.fixes.append((node, new, imports, device is not None, (
+                f"Legacy tensor constructor `torch.{short}()`: use `torch.empty(0)`")))
             return
         first = args[0].value
         if len(args) == 1 and _is_sequence(first):
@@ -216,14 +238,14 @@ class LegacyTensorConstructor(Rule):
                 else:
                     extra = {"dtype": f"{torch}.get_default_dtype()"}
             new = _rebuilt(node, f"{torch}.tensor", [data], extra)
-            self.report(node, replacement=new, imports=imports, message=(
-                f"Legacy tensor constructor `torch.{short}(data)`: use `torch.tensor(data)`"))
+            self.fixes.append((node, new, imports, device is not None, (
+                f"Legacy tensor constructor `torch.{short}(data)`: use `torch.tensor(data)`")))
             return
         if len(args) >= 2 or _is_size(first):
             new = _rebuilt(node, f"{torch}.empty", args, extra)
-            self.report(node, replacement=new, imports=imports, message=(
+            self.fixes.append((node, new, imports, device is not None, (
                 f"`torch.{short}(*sizes)` allocates uninitialised memory through a legacy "
-                "constructor: use `torch.empty` (or `torch.zeros`)"))
+                "constructor: use `torch.empty` (or `torch.zeros`)")))
             return
         self.report(node, message=(
             f"Legacy tensor constructor `torch.{short}(x)`: a size, data or an alias of `x`, "

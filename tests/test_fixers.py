@@ -351,6 +351,19 @@ def test_with_keyword_keeps_the_closing_parenthesis_on_its_line():
     assert _printed(with_keyword(_call("f(\n    a,\n)"), "c", "True")) == "f(\n    a, c=True,\n)"
 
 
+@pytest.mark.parametrize("code, expected", [
+    ("f(\n    a,\n    b=1  # why\n)", "f(\n    a,\n    b=1,  # why\n    c=True\n)"),
+    ("f(\n    a,  # why\n)", "f(\n    a,  # why\n    c=True,\n)"),
+    ("f(a, b=1,  # why\n  )", "f(a, b=1,  # why\n  c=True,\n  )"),  # `)` under the arguments
+    ("f(a  # why\n)", "f(a,  # why\n    c=True\n)"),
+    ("f(a, **kw  # why\n)", "f(a, c=True, **kw  # why\n)"),  # before `**kw`: the comment stays
+])
+def test_with_keyword_leaves_a_comment_with_the_argument_it_follows(code, expected):
+    from ptlint.fixers.arguments import with_keyword
+
+    assert _printed(with_keyword(_call(code), "c", "True")) == expected
+
+
 def test_argument_by_keyword_or_position():
     call = _call("f(a, b, c=3)")
     assert _printed(argument(call, "x", 0).value) == "a"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import libcst as cst
 
-from ptlint.engine.guard import parse, python_verdict, round_trips, valid
+from ptlint.engine.guard import fits_oldest_python, parse, python_verdict, round_trips, valid
 from ptlint.engine.lint import LintResult, lint_text
 from ptlint.io.text import line_starts
 from ptlint.model import Edit, Finding, Fix, Position
@@ -114,12 +114,13 @@ def _fix_key(text: str, finding: Finding) -> tuple:
 
 def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> FixResult:
     """Apply allowed fixes until nothing changes. A pass whose result does not
-    parse or compile is retried fix by fix, and the fixes that break it are
-    reported and left out."""
+    parse or compile (or no longer fits the oldest Python supported) is retried
+    fix by fix, and the fixes that break it are reported and left out."""
     applied = 0
     rejected: set[tuple] = set()
     errors: list[str] = []
     compiles = python_verdict(text, full=True) is None
+    oldest = compiles and fits_oldest_python(text)  # then the fixed file must fit it too
     for _ in range(MAX_FIX_PASSES):
         result = lint_text(text, path, settings)
         candidates = [
@@ -137,12 +138,12 @@ def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> Fix
             result.errors[:0] = errors
             return FixResult(text, applied, result)
         new = _apply(text, chosen)
-        if new is None or not valid(new, path, compiles=compiles):
+        if new is None or not valid(new, path, compiles=compiles, oldest=oldest):
             by_fix = {id(f.fix): f for f in candidates}
             broke = False
             for fix in chosen:
                 single = _apply(text, [fix])
-                if single is None or not valid(single, path, compiles=compiles):
+                if single is None or not valid(single, path, compiles=compiles, oldest=oldest):
                     bad = by_fix[id(fix)]
                     rejected.add(_fix_key(text, bad))
                     errors.append(

@@ -13,8 +13,16 @@ import warnings
 
 import libcst as cst
 
+from ptlint.analysis.walk import descendants
 from ptlint.io.text import line_starts, line_text
 from ptlint.model import SYNTAX_ERROR, Finding, Position, Span
+
+OLDEST_PYTHON = (3, 10)  # pyproject.toml's requires-python: what fixed code must run on
+_FSTRING = re.compile(r"(?<![\w'\"])[rRbBuU]?[fF][rR]?['\"]")
+
+
+def has_fstrings(text: str) -> bool:
+    return _FSTRING.search(text) is not None
 
 
 def syntax_finding(path: str, line: int, column: int, detail: str) -> Finding:
@@ -186,10 +194,57 @@ def round_trips(text: str) -> bool:
     return code == text or (text.endswith("\r") and code == text[:-1])
 
 
-def valid(text: str, path: str, *, compiles: bool = True) -> bool:
-    """Whether LibCST parses `text` and (when the original compiled) CPython compiles it."""
+def valid(text: str, path: str, *, compiles: bool = True, oldest: bool = False) -> bool:
+    """Whether LibCST parses `text`, (when the original compiled) CPython compiles
+    it and (when the original did) it fits the oldest Python ptlint supports."""
     try:
-        parse(text)
+        module = parse(text)
     except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError, MemoryError):
         return False
-    return not compiles or python_verdict(text, full=True) is None
+    if compiles and python_verdict(text, full=True) is not None:
+        return False
+    return not oldest or fits_oldest_python(text, module)
+
+
+def _fstrings_before_312(module: cst.Module) -> bool:
+    """Whether every f-string keeps to the rules of Python < 3.12 (before PEP 701):
+    a replacement field holds no backslash, no comment and not the f-string's own
+    quote, and no line break in a single-quoted f-string."""
+    for node in descendants(module):
+        if type(node) is not cst.FormattedString:
+            continue
+        quote = node.end
+        parts = list(node.parts)
+        while parts:
+            part = parts.pop()
+            if type(part) is not cst.FormattedStringExpression:
+                continue
+            code = "".join(module.code_for_node(n) for n in (
+                part.whitespace_before_expression, part.expression,
+                part.whitespace_after_expression))
+            if "\\" in code or "#" in code or quote in code or (
+                    len(quote) == 1 and ("\n" in code or "\r" in code)):
+                return False
+            parts.extend(part.format_spec or ())
+    return True
+
+
+def fits_oldest_python(text: str, module: cst.Module | None = None) -> bool:
+    """Whether `text` is valid for the grammar of Python 3.10 too, as far as CPython's
+    `feature_version` and the f-string rules before 3.12 tell (LibCST's parser ignores
+    its `python_version` setting)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(text, feature_version=OLDEST_PYTHON)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    if not has_fstrings(text):
+        return True
+    if module is None:
+        try:
+            module = parse(text)
+        except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError, MemoryError):
+            return False
+    return _fstrings_before_312(module)
+

@@ -12,8 +12,10 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from ptlint.analysis.walk import child_fields, descendants
+from ptlint.engine import safety
+from ptlint.engine.guard import has_fstrings
 from ptlint.io.text import line_starts, one_line
-from ptlint.model import Edit, Finding, Fix, Position, Span
+from ptlint.model import Edit, Finding, Fix, Position, Safety, Span
 from ptlint.rule import Report
 
 if TYPE_CHECKING:
@@ -184,15 +186,23 @@ def build_findings(
     olds = [old for r in reports for old, _ in r.edits]
     locator = Locator(module, (r.node for r in reports), [*olds, *anchors], source)
     indents = locator.indents
+    # new code that goes into an f-string must not use its quotes (before Python 3.12)
+    quotes = safety.fstring_quotes(module, olds) if olds and has_fstrings(source) else {}
+    scopes = safety.Scopes(module)
     findings = []
     for report in reports:
         code = report.rule.code
         try:
             where = locator.span(report.node)
             fix = None
-            if report.edits:
+            pairs = safety.in_fstrings(report.edits, quotes)
+            if pairs and report.imports and not safety.imports_reach(scopes, pairs, report.imports):
+                pairs = []  # the import would not be what the new code finds: no fix
+            if pairs:
                 edits = []
-                for (old, new), plan in zip(report.edits, plans[id(report)]):
+                removed: list[cst.CSTNode] = []  # what the edits take out, and put in
+                added_nodes: list[cst.CSTNode | None] = []
+                for (old, new), plan in zip(pairs, plans[id(report)]):
                     if plan is not None:  # only the statements that change in a block
                         first, last, added, how = plan
                         start, end = (locator.inclusive_span(first).start,
@@ -201,15 +211,24 @@ def build_findings(
                             end = start
                         elif how == "after":
                             start = end
+                        else:
+                            body = list(old.body)
+                            removed += body[body.index(first):body.index(last) + 1]
+                        added_nodes += added
                         content = "".join(_printed(module, s, indents[id(first)]) for s in added)
                         edits.append(Edit(start, end, content))
                         continue
                     span = locator.inclusive_span(old)
+                    removed.append(old)
+                    added_nodes.append(new)
                     content = "" if new is None else edit_content(module, old, new, span, indents)
                     edits.append(Edit(span.start, span.end, content))
+                declared = report.safety
+                if declared is Safety.SAFE and safety.drops_comments(removed, added_nodes):
+                    declared = Safety.UNSAFE  # a safe fix keeps comments
                 fix = Fix(
                     title=report.fix_title or "Apply the fix",
-                    safety=settings.safety_for(code, report.safety),
+                    safety=settings.safety_for(code, declared),
                     edits=tuple(sorted(edits)),
                     imports=report.imports,
                 )

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from ptlint.engine.fix import MAX_FIX_PASSES, add_imports, apply_edits, non_overlapping
-from ptlint.engine.guard import parse, syntax_error
+from ptlint.engine.guard import fits_oldest_python, parse, syntax_error
 from ptlint.engine.job import Job, Outcome
 from ptlint.engine.lint import LintResult, lint_text
 from ptlint.io.cache import Cache
@@ -66,6 +66,12 @@ def _compiles(text: str) -> bool:
     except Exception:  # noqa: BLE001 - anything that does not compile
         return False
     return True
+
+
+def _verdict(text: str) -> tuple[bool, bool]:
+    """(compiles, fits the oldest Python supported): what a fix must not take away."""
+    compiles = _compiles(text)
+    return compiles, compiles and fits_oldest_python(text)
 
 
 class Layout:
@@ -315,7 +321,7 @@ def _fix(cells: list[_Cell], path: str, settings: "Settings", *, unsafe: bool,
     number of fixes applied, what remains (module coordinates) and errors. `first`:
     the lint of the cells as they are, when the caller has it."""
     texts = [c.text for c in cells]
-    valid = [_compiles(t) for t in texts]
+    valid = [_verdict(t) for t in texts]
     applied = 0
     rejected: set[tuple[str, Span]] = set()
     errors: list[str] = []
@@ -360,13 +366,15 @@ def _fix(cells: list[_Cell], path: str, settings: "Settings", *, unsafe: bool,
     return texts, applied, result, errors
 
 
-def _all_ok(before: list[str], after: list[str], valid: list[bool]) -> bool:
-    for old, new, was_valid in zip(before, after, valid):
+def _all_ok(before: list[str], after: list[str], valid: list[tuple[bool, bool]]) -> bool:
+    for old, new, (compiled, fitted) in zip(before, after, valid):
         if old == new:
             continue
         if placeholders(old) != placeholders(new):  # a fix must not drop or copy a magic
             return False
-        if was_valid and not _compiles(new):
+        if compiled and not _compiles(new):
+            return False
+        if fitted and not fits_oldest_python(new):
             return False
     return True
 

@@ -1,6 +1,7 @@
-"""Rules that misbehave on purpose, for tests/test_robustness.py. Never shipped:
-tests/robust_plugin/sitecustomize.py adds this folder to `ptlint.rules` only when
-PTLINT_TEST_RULES is set. All are off by default; select them by code."""
+"""Rules that misbehave on purpose, for tests/test_robustness.py and
+tests/test_fix_safety.py. Never shipped: tests/robust_plugin/sitecustomize.py adds
+this folder to `ptlint.rules` only when PTLINT_TEST_RULES is set. All are off by
+default; select them by code."""
 from __future__ import annotations
 
 import os
@@ -88,3 +89,18 @@ class RaisesWhenCreated(Rule):
         if "init_boom" in context.source:
             raise ValueError("injected constructor failure")
         super().__init__(context)
+
+
+class WritesNewerPython(Rule):
+    code = "PTL980"
+    message = "test: a fix whose result needs Python 3.11 (`except*`)"
+    fix_title = "Catch an exception group"
+    fix_safety = Safety.SAFE
+    default_enabled = False
+
+    def visit_Try(self, node: cst.Try) -> None:
+        handler = node.handlers[0] if node.handlers else None
+        if handler is not None and isinstance(handler.type, cst.Name) and \
+                handler.type.value == "NeedsGroup":
+            self.report(node, replacement=cst.parse_statement(
+                "try:\n    pass\nexcept* NeedsGroup:\n    pass\n"))
