@@ -188,7 +188,8 @@ def build_findings(
     indents = locator.indents
     # new code that goes into an f-string must not use its quotes (before Python 3.12)
     quotes = safety.fstring_quotes(module, olds) if olds and has_fstrings(source) else {}
-    scopes = safety.Scopes(module)
+    scopes = safety.Scopes(module, {safety.bound_name(i) for r in reports for i in r.imports},
+                           [old for r in reports if r.imports for old, _ in r.edits])
     findings = []
     for report in reports:
         code = report.rule.code

@@ -17,11 +17,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import Counter
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import libcst as cst
 
-from ptlint.analysis.walk import children, descendants
+from ptlint.analysis.walk import children
 
 # -- comments ------------------------------------------------------------------------
 @functools.cache
@@ -62,7 +62,8 @@ def bound_name(statement: str) -> str:
 
 
 def uses_name(node: cst.CSTNode, name: str) -> bool:
-    """Whether `node` looks `name` up (an attribute `x.name` or a keyword `name=` does not)."""
+    """Whether `node` looks `name` up (an attribute `x.name`, a keyword `name=` or
+    an import of it does not)."""
     stack = [node]
     while stack:
         current = stack.pop()
@@ -70,16 +71,14 @@ def uses_name(node: cst.CSTNode, name: str) -> bool:
         if kind is cst.Name:
             if current.value == name:
                 return True
-        elif kind is cst.Attribute:
+        elif kind is cst.Attribute or kind is cst.Arg:
             stack.append(current.value)
-        elif kind is cst.Arg:
-            stack.append(current.value)
-        else:
+        elif kind is not cst.Import and kind is not cst.ImportFrom:
             stack.extend(children(current))
     return False
 
 
-def _same_import(node: cst.CSTNode, statement: str) -> bool:
+def _same_import(node: cst.CSTNode | None, statement: str) -> bool:
     """Whether the import statement `node` binds what `statement` would."""
     parts = statement.split()
     if parts[0] == "import" and type(node) is cst.Import:
@@ -101,46 +100,119 @@ def _dotted(node: cst.CSTNode) -> str:
     return node.value if type(node) is cst.Name else ""
 
 
+def _targets(node: cst.CSTNode | None) -> Iterator[str]:
+    """The names an assignment target binds (`a`, `a, *b`; not `a.b` or `a[0]`)."""
+    kind = type(node)
+    if kind is cst.Name:
+        yield node.value
+    elif kind is cst.Tuple or kind is cst.List:
+        for element in node.elements:
+            yield from _targets(element.value)
+    elif kind is cst.StarredElement:
+        yield from _targets(node.value)
+
+
+def _params(params: cst.Parameters) -> Iterator[str]:
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params,
+                  params.star_arg, params.star_kwarg):
+        if isinstance(param, cst.Param):
+            yield param.name.value
+
+
+def _bindings(node: cst.CSTNode) -> Iterator[tuple[str, cst.CSTNode | None]]:
+    """(name, import statement or None) for each name `node` binds in the scope it
+    is in. `global`/`nonlocal` count as bindings: the name is not free there."""
+    kind = type(node)
+    if kind is cst.Assign:
+        for target in node.targets:
+            yield from ((n, None) for n in _targets(target.target))
+    elif kind in (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr):
+        yield from ((n, None) for n in _targets(node.target))
+    elif kind is cst.Del:
+        yield from ((n, None) for n in _targets(node.target))
+    elif kind is cst.WithItem or kind is cst.ExceptHandler or kind is cst.ExceptStarHandler:
+        holder = node.asname if kind is cst.WithItem else node.name
+        if holder is not None:
+            yield from ((n, None) for n in _targets(holder.name))
+    elif kind is cst.FunctionDef or kind is cst.ClassDef:
+        yield node.name.value, None
+    elif kind is cst.Global or kind is cst.Nonlocal:
+        yield from ((item.name.value, None) for item in node.names)
+    elif kind is cst.Import:
+        for alias in node.names:
+            asname = alias.asname
+            yield (asname.name.value if asname is not None and type(asname.name) is cst.Name
+                   else _dotted(alias.name).split(".")[0]), node
+    elif kind is cst.ImportFrom and not isinstance(node.names, cst.ImportStar):
+        for alias in node.names:
+            asname = alias.asname
+            yield (asname.name.value if asname is not None and type(asname.name) is cst.Name
+                   else _dotted(alias.name)), node
+    elif kind is cst.MatchAs or kind is cst.MatchStar:
+        if node.name is not None:
+            yield node.name.value, None
+    elif kind is cst.MatchMapping and node.rest is not None:
+        yield node.rest.value, None
+
+
+_SCOPES = {cst.FunctionDef: "function", cst.Lambda: "function", cst.ClassDef: "class",
+           cst.ListComp: "function", cst.SetComp: "function", cst.DictComp: "function",
+           cst.GeneratorExp: "function"}
+Chain = tuple[tuple[int, str], ...]  # (id of the scope's node, its kind), innermost last
+
+
 class Scopes:
-    """LibCST's scope analysis of a module, computed on first use (it costs several
-    times the parse: only files with a fix that needs an import pay it)."""
+    """Where a few names are bound, scope by scope (module, class, function, lambda,
+    comprehension), found in one walk of the module on first use: only files with
+    a fix that needs an import pay for it. (LibCST's ScopeProvider answers the same
+    question at several times the cost of the parse.)"""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, names: Iterable[str], nodes: Iterable[cst.CSTNode]
+                 ) -> None:
         self.module = module
-        self._scopes: dict | None = None
+        self.names = set(names)
+        self.nodes = {id(n) for n in nodes}
+        self.bound: dict[tuple[int, str], list[cst.CSTNode | None]] | None = None
+        self.chains: dict[int, Chain] = {}
 
-    def _scope_of(self, node: cst.CSTNode):
-        if self._scopes is None:
-            from libcst.metadata import MetadataWrapper, ScopeProvider
-
-            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self._scopes = dict(wrapper.resolve(ScopeProvider))
-        for inner in descendants(node):  # a block has no scope of its own: its statements do
-            scope = self._scopes.get(inner)
+    def _walk(self) -> dict[tuple[int, str], list[cst.CSTNode | None]]:
+        bound: dict[tuple[int, str], list[cst.CSTNode | None]] = {}
+        names, nodes, chains = self.names, self.nodes, self.chains
+        stack: list[tuple[cst.CSTNode, Chain]] = [(self.module, ((id(self.module), "module"),))]
+        while stack:
+            node, chain = stack.pop()
+            if id(node) in nodes:
+                chains[id(node)] = chain
+            for name, statement in _bindings(node):
+                if name in names:
+                    bound.setdefault((chain[-1][0], name), []).append(statement)
+            scope = _SCOPES.get(type(node))
             if scope is not None:
-                return scope
-        return None
+                chain = (*chain, (id(node), scope))
+                if type(node) is cst.FunctionDef or type(node) is cst.Lambda:
+                    for name in _params(node.params):
+                        if name in names:
+                            bound.setdefault((id(node), name), []).append(None)
+            stack.extend((child, chain) for child in children(node))
+        return bound
 
     def reaches(self, node: cst.CSTNode, statement: str) -> bool:
-        """Whether `statement`, added at the top of the module, is what `node`'s
-        scope finds under the name it binds."""
-        from libcst.metadata import ClassScope, GlobalScope
-
-        name = bound_name(statement)
-        scope = self._scope_of(node)
-        if scope is None:
+        """Whether `statement`, added at the top of the module, is what the code in
+        place of `node` finds under the name it binds."""
+        if self.bound is None:
+            self.bound = self._walk()
+        chain = self.chains.get(id(node))
+        if chain is None:
             return False
-        innermost = scope
-        while scope is not None:
-            if isinstance(scope, ClassScope) and scope is not innermost:
-                scope = scope.parent  # a class body is not visible from its methods
-                continue
-            assignments = scope.assignments[name]
-            if isinstance(scope, GlobalScope):
-                return all(_same_import(a.node, statement) for a in assignments)
-            if assignments:
+        name = bound_name(statement)
+        for i, (scope, kind) in enumerate(reversed(chain)):
+            found = self.bound.get((scope, name), [])
+            if kind == "module":
+                return all(_same_import(s, statement) for s in found)
+            if kind == "class" and i > 0:
+                continue  # a class body is not visible from the functions inside it
+            if found:
                 return False  # bound here: the import at the top is not what it finds
-            scope = scope.parent
         return True
 
 
