@@ -4,6 +4,8 @@
 - `lint`: parse once, run every enabled rule in one walk (`lint_text`).
 - `locate`: reports to findings, with positions and edit texts.
 - `suppress`: `# noqa` and file-wide suppression.
+- `safety`: what every fix must respect before it is offered (comments kept,
+  imports that reach their use, quotes that fit an f-string).
 - `fix`: apply fixes until nothing changes, re-parsing each pass (`fix_text`).
 - `notebook`: a notebook's code cells linted and fixed as one module.
 - `job`: what one file's work asks for and gives back; `run`: many files,
