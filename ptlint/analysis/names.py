@@ -48,14 +48,14 @@ def is_named(node: cst.CSTNode | None, *names: str) -> bool:
     return type(node) is cst.Name and node.value in names
 
 
-def _target_names(target: cst.BaseExpression) -> Iterator[str]:
+def target_names(target: cst.BaseExpression) -> Iterator[str]:
     if isinstance(target, cst.Name):
         yield target.value
     elif isinstance(target, (cst.Tuple, cst.List)):
         for el in target.elements:
-            yield from _target_names(el.value)
+            yield from target_names(el.value)
     elif isinstance(target, cst.StarredElement):
-        yield from _target_names(target.value)
+        yield from target_names(target.value)
 
 
 def _import_module(node: cst.ImportFrom) -> str | None:
@@ -153,29 +153,29 @@ class NameResolver(Visitor):
             if isinstance(node.value, (cst.Name, cst.Attribute)):
                 alias = self.qualified_name(node.value)
         for target in node.targets:
-            for name in _target_names(target.target):
+            for name in target_names(target.target):
                 self.bind(name, alias or _LOCAL)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
-            for name in _target_names(node.target):
+            for name in target_names(node.target):
                 self.bind(name)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        for name in _target_names(node.target):
+        for name in target_names(node.target):
             self.bind(name)
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        for name in _target_names(node.target):
+        for name in target_names(node.target):
             self.bind(name)
 
     def visit_For(self, node: cst.For) -> None:
-        for name in _target_names(node.target):
+        for name in target_names(node.target):
             self.bind(name)
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:
-            for name in _target_names(node.asname.name):
+            for name in target_names(node.asname.name):
                 self.bind(name)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
@@ -210,7 +210,7 @@ class NameResolver(Visitor):
         self._push()
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
-        for name in _target_names(node.target):
+        for name in target_names(node.target):
             self.bind(name)
 
 

@@ -21,6 +21,7 @@ from typing import Iterable, Iterator
 
 import libcst as cst
 
+from ptlint.analysis.names import dotted, target_names
 from ptlint.analysis.walk import children
 
 # -- comments ------------------------------------------------------------------------
@@ -83,33 +84,15 @@ def _same_import(node: cst.CSTNode | None, statement: str) -> bool:
     parts = statement.split()
     if parts[0] == "import" and type(node) is cst.Import:
         wanted = parts[1].split(".")[0]
-        return any(alias.asname is None and _dotted(alias.name).split(".")[0] == wanted
+        return any(alias.asname is None and (dotted(alias.name) or "").split(".")[0] == wanted
                    for alias in node.names)
     if parts[0] == "from" and type(node) is cst.ImportFrom and not node.relative \
-            and node.module is not None and _dotted(node.module) == parts[1] \
+            and node.module is not None and dotted(node.module) == parts[1] \
             and not isinstance(node.names, cst.ImportStar):
-        return any(_dotted(alias.name) == parts[3] and (
+        return any(dotted(alias.name) == parts[3] and (
             alias.asname is None or getattr(alias.asname.name, "value", None) == parts[3])
             for alias in node.names)
     return False
-
-
-def _dotted(node: cst.CSTNode) -> str:
-    if type(node) is cst.Attribute:
-        return f"{_dotted(node.value)}.{node.attr.value}"
-    return node.value if type(node) is cst.Name else ""
-
-
-def _targets(node: cst.CSTNode | None) -> Iterator[str]:
-    """The names an assignment target binds (`a`, `a, *b`; not `a.b` or `a[0]`)."""
-    kind = type(node)
-    if kind is cst.Name:
-        yield node.value
-    elif kind is cst.Tuple or kind is cst.List:
-        for element in node.elements:
-            yield from _targets(element.value)
-    elif kind is cst.StarredElement:
-        yield from _targets(node.value)
 
 
 def _params(params: cst.Parameters) -> Iterator[str]:
@@ -125,15 +108,15 @@ def _bindings(node: cst.CSTNode) -> Iterator[tuple[str, cst.CSTNode | None]]:
     kind = type(node)
     if kind is cst.Assign:
         for target in node.targets:
-            yield from ((n, None) for n in _targets(target.target))
+            yield from ((n, None) for n in target_names(target.target))
     elif kind in (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr):
-        yield from ((n, None) for n in _targets(node.target))
+        yield from ((n, None) for n in target_names(node.target))
     elif kind is cst.Del:
-        yield from ((n, None) for n in _targets(node.target))
+        yield from ((n, None) for n in target_names(node.target))
     elif kind is cst.WithItem or kind is cst.ExceptHandler or kind is cst.ExceptStarHandler:
         holder = node.asname if kind is cst.WithItem else node.name
         if holder is not None:
-            yield from ((n, None) for n in _targets(holder.name))
+            yield from ((n, None) for n in target_names(holder.name))
     elif kind is cst.FunctionDef or kind is cst.ClassDef:
         yield node.name.value, None
     elif kind is cst.Global or kind is cst.Nonlocal:
@@ -142,12 +125,12 @@ def _bindings(node: cst.CSTNode) -> Iterator[tuple[str, cst.CSTNode | None]]:
         for alias in node.names:
             asname = alias.asname
             yield (asname.name.value if asname is not None and type(asname.name) is cst.Name
-                   else _dotted(alias.name).split(".")[0]), node
+                   else (dotted(alias.name) or "").split(".")[0]), node
     elif kind is cst.ImportFrom and not isinstance(node.names, cst.ImportStar):
         for alias in node.names:
             asname = alias.asname
             yield (asname.name.value if asname is not None and type(asname.name) is cst.Name
-                   else _dotted(alias.name)), node
+                   else dotted(alias.name)), node
     elif kind is cst.MatchAs or kind is cst.MatchStar:
         if node.name is not None:
             yield node.name.value, None
