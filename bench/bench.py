@@ -10,8 +10,9 @@ run), the floor (LibCST parsing only the files ptlint has to parse, with the
 same number of processes) and TorchFix (installed from PyPI into its own
 virtualenv by this script). `--large` repeats ptlint cold, warm and the floor
 on a repository of thousands of files, for the warm/cold ratio and peak
-memory. Then the scaling series: subsets of the corpus, and synthetic single
-files of growing size. Memory is the whole process tree's (sum of PSS).
+memory. Then the scaling series: subsets of the corpus, synthetic single
+files of growing size, and files with many fixes (one per line, or all on one
+generated line). Memory is the whole process tree's (sum of PSS).
 """
 from __future__ import annotations
 
@@ -188,6 +189,40 @@ def synthetic(lines: int, source: str, dest: Path) -> Path:
     return dest
 
 
+FINDING = "torch.zeros(2).cuda()"  # one PTL101 finding with a safe fix
+FIX_SCALING = {  # layout -> (sizes, text of a file with n fixable findings)
+    "one per line": ((1_000, 5_000, 20_000),
+                     lambda n: "import torch\n" + "".join(f"x{i} = {FINDING}\n" for i in range(n))),
+    "all on one line": ((5_000, 20_000, 50_000),
+                        lambda n: "import torch\nx = [" + ", ".join([FINDING] * n) + "]\n"),
+}
+
+
+def fix_scaling(ptlint: list[str], work: Path, runs: int, sizes: dict | None = None) -> None:
+    """Check and --fix of one file with n fixable findings, one per line or all
+    on one (generated) line: both must grow about linearly with n."""
+    print("| layout | findings | bytes | check s | --fix s | --fix µs per finding |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for layout, (default_sizes, make) in FIX_SCALING.items():
+        for n in (sizes or {}).get(layout, default_sizes):
+            text = make(n)
+            path = work / f"fixes_{n}.py"
+            path.write_text(text)
+            check = statistics.median(
+                measure([*ptlint, "--no-cache", "--jobs", "1", str(path)], cwd=work).wall
+                for _ in range(max(1, runs // 2)))
+            fixes = []
+            for _ in range(max(1, runs // 2)):
+                path.write_text(text)
+                fixes.append(measure([*ptlint, "--no-cache", "--jobs", "1", "--fix", str(path)],
+                                     cwd=work).wall)
+            if path.read_text().count('device="cuda"') != n:
+                raise SystemExit(f"--fix did not apply all {n} fixes ({layout})")
+            fix = statistics.median(fixes)
+            print(f"| {layout} | {n:,} | {len(text):,} | {check:.2f} | {fix:.2f} | "
+                  f"{fix / n * 1e6:.0f} |")
+
+
 def describe(label: str, roots: list[Path], files: list[Path], lines: int) -> None:
     print(f"{label}:")
     for root in roots:
@@ -290,6 +325,8 @@ def main() -> int:
                 for _ in range(max(1, args.runs // 2)))
             print(f"| {n:,} | {t:.2f} | {(t - empty) / n * 1e6:.0f} |")
         print(f"\n(start-up of one ptlint process on an empty file: {empty:.2f} s, subtracted per line)")
+        print("\n## Scaling: fixes per file (ptlint, one process)\n")
+        fix_scaling(ptlint, work, args.runs)
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

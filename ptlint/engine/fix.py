@@ -2,6 +2,7 @@
 nothing changes; then add the imports the fixes declared."""
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -50,23 +51,39 @@ def apply_edits(text: str, edits: Iterable[Edit]) -> str:
     return "".join(out)
 
 
-def _overlap(a: tuple[Position, Position], b: tuple[Position, Position]) -> bool:
+def _overlap(a: tuple, b: tuple) -> bool:
+    """Whether two ranges (start, end) touch: they share text, or start at the
+    same place (two insertions there could go in either order)."""
     return a[0] < b[1] and b[0] < a[1] or a[0] == b[0]
 
 
 def non_overlapping(fixes: Iterable[Fix]) -> list[Fix]:
     """Fixes whose edits touch no edit of a fix already taken (first come, first
-    kept). A fix whose own edits overlap each other is never taken."""
+    kept). A fix whose own edits overlap each other is never taken.
+
+    The ranges taken so far never touch each other, so they are kept sorted by
+    start and a new range need only be checked against its two neighbours:
+    O(n log n) for n fixes (a file may have tens of thousands)."""
     taken: list[Fix] = []
-    ranges: list[tuple[Position, Position]] = []
+    starts: list[tuple[int, int]] = []  # the taken ranges, sorted by start
+    ends: list[tuple[int, int]] = []
+
+    def clashes(rng: tuple) -> bool:
+        i = bisect.bisect_right(starts, rng[0])  # starts[i - 1] <= start < starts[i]
+        return (i > 0 and _overlap((starts[i - 1], ends[i - 1]), rng)) or (
+            i < len(starts) and _overlap((starts[i], ends[i]), rng))
+
     for fix in sorted(fixes, key=lambda f: f.edits[0].start):
-        own = [(e.start, e.end) for e in fix.edits]
-        if any(_overlap(a, b) for i, a in enumerate(own) for b in own[i + 1:]):
-            continue
-        if any(_overlap(a, b) for a in own for b in ranges):
+        own = sorted(((e.start.line, e.start.column), (e.end.line, e.end.column))
+                     for e in fix.edits)
+        # sorted by start, ranges overlap only if two neighbours do
+        if any(_overlap(a, b) for a, b in zip(own, own[1:])) or any(map(clashes, own)):
             continue
         taken.append(fix)
-        ranges.extend((e.start, e.end) for e in fix.edits)
+        for start, end in own:
+            i = bisect.bisect_right(starts, start)
+            starts.insert(i, start)
+            ends.insert(i, end)
     return taken
 
 

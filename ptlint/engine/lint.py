@@ -12,8 +12,8 @@ from ptlint.analysis.names import NameResolver, ScopeExit
 from ptlint.analysis.walk import walk
 from ptlint.engine.guard import parse, python_verdict, round_trips, syntax_error, syntax_finding, too_deep
 from ptlint.engine.locate import build_findings
-from ptlint.engine.suppress import file_noqa, noqa
-from ptlint.io.text import line_starts, one_line
+from ptlint.engine.suppress import file_noqa, without_noqa
+from ptlint.io.text import one_line
 from ptlint.model import Finding
 from ptlint.rule import Context, Rule, rule_failed
 
@@ -107,8 +107,7 @@ def lint_text(
     if reports:
         t0 = clock()
         findings = build_findings(module, text, reports, path, settings, result.errors)
-        starts = line_starts(text)
-        result.findings = [f for f in findings if not noqa(f, text, starts)]
+        result.findings = without_noqa(findings, text)
         if "\f" in text and any(f.fix for f in result.findings) and not round_trips(text):
             # Columns after a form feed that LibCST dropped are off: no edit can be placed.
             result.findings = [replace(f, fix=None) for f in result.findings]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Iterable
 
-from ptlint.io.text import line_text
+from ptlint.io.text import line_starts, line_text
 from ptlint.model import Finding
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.I)
@@ -22,14 +22,30 @@ def file_noqa(text: str) -> str | set[str] | None:
     return {c.upper() for c in re.split(r"[,\s]+", codes) if c}
 
 
-def noqa(finding: Finding, text: str, starts: Sequence[int]) -> bool:
-    line = line_text(text, starts, finding.span.start.line)
+def _line_codes(line: str) -> str | set[str] | None:
+    """What a line's `# noqa` comments suppress: "ALL", some codes, or nothing."""
     if "noqa" not in line.lower():
-        return False
+        return None
+    codes: set[str] = set()
     for match in _NOQA.finditer(line):
-        codes = match.group("codes")
-        if codes is None:
-            return True
-        if finding.code in {c.upper() for c in re.split(r"[,\s]+", codes)}:
-            return True
-    return False
+        listed = match.group("codes")
+        if listed is None:
+            return "ALL"
+        codes |= {c.upper() for c in re.split(r"[,\s]+", listed)}
+    return codes or None
+
+
+def without_noqa(findings: Iterable[Finding], text: str) -> list[Finding]:
+    """The findings that no `# noqa` on their first line suppresses. Each line is
+    read once, however many findings it has (a generated line may have thousands)."""
+    starts = line_starts(text)
+    by_line: dict[int, str | set[str] | None] = {}
+    out = []
+    for finding in findings:
+        line = finding.span.start.line
+        if line not in by_line:
+            by_line[line] = _line_codes(line_text(text, starts, line))
+        codes = by_line[line]
+        if codes is None or (codes != "ALL" and finding.code not in codes):
+            out.append(finding)
+    return out

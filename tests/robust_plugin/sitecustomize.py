@@ -1,8 +1,39 @@
 """Loaded at interpreter start-up when tests/robust_plugin is on PYTHONPATH
 (tests/test_robustness.py does that for its subprocesses): makes the
-misbehaving test rules in rules/ visible to ptlint's registry, and can make a
-file vanish between discovery and reading. Never shipped."""
+misbehaving test rules in rules/ visible to ptlint's registry, can make a
+file vanish between discovery and reading, and counts operations. Never shipped."""
 import os
+
+if os.environ.get("PTLINT_TEST_COUNT"):
+    # Counts what grows with the square of the input when an algorithm is
+    # quadratic: comparisons of positions (edits checked against each other)
+    # and characters of source lines read (a line rescanned per finding).
+    # Written to the named file when the process exits.
+    import atexit
+    import json
+
+    import ptlint.io.text
+    from ptlint.model import Position
+
+    counts = {"position comparisons": 0, "line characters read": 0}
+
+    def _counted(real):
+        def compare(self, other):
+            counts["position comparisons"] += 1
+            return real(self, other)
+        return compare
+
+    for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__"):
+        setattr(Position, _name, _counted(getattr(Position, _name)))
+    _line_text = ptlint.io.text.line_text
+
+    def line_text(text, starts, line):
+        out = _line_text(text, starts, line)
+        counts["line characters read"] += len(out)
+        return out
+
+    ptlint.io.text.line_text = line_text
+    atexit.register(lambda: open(os.environ["PTLINT_TEST_COUNT"], "w").write(json.dumps(counts)))
 
 if os.environ.get("PTLINT_TEST_RULES"):
     import ptlint.rules
