@@ -286,8 +286,10 @@ def _stdin(args: argparse.Namespace, job) -> "tuple[Outcome, bytes]":
     if name.endswith(".ipynb"):
         from ptlint.engine import notebook
 
+        from ptlint.io.notebook import encode_like
+
         out = notebook.process(Path(name), data, job, write=False)
-        return out, data if out.new_text is None else out.new_text.encode("utf-8")
+        return out, data if out.new_text is None else encode_like(data, out.new_text)
     try:
         source = decode(data)
     except DecodeError as exc:

@@ -49,3 +49,56 @@ def test_fix_and_noqa_work_grows_linearly_with_the_findings(tmp_path, layout):
         work[n] = {key: check[key] + fix[key] for key in check}
     for key in work[300]:
         assert work[1200][key] <= 6 * max(work[300][key], 1), (key, work)
+
+
+# -- decoding (item 12) ---------------------------------------------------------------
+def test_cr_only_file_with_a_coding_comment_is_decoded_as_python_does(tmp_path):
+    """Classic Mac line endings: the tokenizer splits lines on \\r too, so the
+    coding comment on the first line applies; the file is linted and fixed in
+    its own encoding and line endings."""
+    data = (b"# -*- coding: latin-1 -*-\rimport torch\rname = 'caf\xe9'\r"
+            b"m = torch.nn.DataParallel(model)\r")
+    path = tmp_path / "mac.py"
+    path.write_bytes(data)
+    proc = ptlint(str(path), "--select", "PTL000,PTL102", "--output-format", "concise")
+    assert proc.stdout.splitlines()[0] == f"{path}:4:5: PTL102 `DataParallel` is slower than " \
+        "`DistributedDataParallel`, even on one machine"
+    assert "PTL000" not in proc.stdout
+    proc = ptlint(str(path), "--select", "PTL102", "--fix", "--unsafe-fixes")
+    assert "Fixed 1 finding, 0 remaining." in proc.stdout
+    fixed = path.read_bytes()
+    assert b"name = 'caf\xe9'\r" in fixed and b"\n" not in fixed
+    assert b"DistributedDataParallel(model)" in fixed
+
+
+def test_cr_only_file_that_is_not_utf8_is_located_on_its_line(tmp_path):
+    (tmp_path / "mac.py").write_bytes(b"x = 1\ry = 2\rz = '\xff'\r")
+    proc = ptlint(str(tmp_path / "mac.py"), "--output-format", "concise")
+    assert proc.stdout.splitlines()[0] == (
+        f"{tmp_path / 'mac.py'}:3:6: PTL000 SyntaxError: not valid utf-8: byte 0xff at line 3, "
+        "column 6 (invalid start byte), and no PEP 263 coding comment declares another encoding")
+
+
+# -- notebooks (items 2, 11, 14, 15) -------------------------------------------------------
+BOM = b"\xef\xbb\xbf"
+
+
+def notebook(*cells: str) -> str:
+    return json.dumps({
+        "nbformat": 4, "nbformat_minor": 5, "metadata": {},
+        "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [],
+                   "execution_count": None} for c in cells],
+    }, indent=1) + "\n"
+
+
+def sources(path: Path) -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8-sig"))["cells"]]
+
+
+def test_stdin_notebook_fix_keeps_the_bom():
+    data = BOM + notebook(f"import torch\nx = {CUDA}\n").encode()
+    proc = ptlint("-", "--stdin-filename", "x.ipynb", "--fix", stdin=data)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.encode()
+    assert out.startswith(BOM) and not out.startswith(BOM * 2)
+    assert json.loads(out[3:])["cells"][0]["source"] == 'import torch\nx = torch.zeros(2, device="cuda")\n'

@@ -124,8 +124,7 @@ class Notebook:
         return new
 
     def encode(self, text: str) -> bytes:
-        data = text.encode("utf-8")
-        return b"\xef\xbb\xbf" + data if self.bom else data
+        return encode_like(b"\xef\xbb\xbf" if self.bom else b"", text)
 
     def _ascii(self) -> bool:
         """Whether to escape non-ASCII characters (json.dumps' ensure_ascii): a file
@@ -169,6 +168,12 @@ class Notebook:
             last = end
         out.append(self.text[last:])
         return "".join(out)
+
+
+def encode_like(original: bytes, text: str) -> bytes:
+    """A notebook's new text as bytes: UTF-8, with a BOM if `original` had one."""
+    data = text.encode("utf-8")
+    return b"\xef\xbb\xbf" + data if original.startswith(b"\xef\xbb\xbf") else data
 
 
 def _dump(data: Any, style: _Style) -> str:

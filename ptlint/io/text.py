@@ -33,9 +33,25 @@ class DecodeError(Exception):
         self.column = column  # 0-based, in bytes of the line
 
 
+_LINE_BYTES = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)?")
+_BREAK_BYTES = re.compile(rb"\r\n|\r|\n")
+
+
+def _first_lines(data: bytes, count: int) -> list[bytes]:
+    """The first lines of `data` with their line breaks, split as the tokenizer
+    splits them: a file saved with classic Mac line endings has no \\n at all."""
+    lines = []
+    for match in _LINE_BYTES.finditer(data):
+        if not match.group() or len(lines) == count:
+            break
+        lines.append(match.group())
+    return lines
+
+
 def _undecodable(data: bytes, encoding: str, exc: UnicodeDecodeError) -> DecodeError:
-    line_start = data.rfind(b"\n", 0, exc.start) + 1
-    line = data.count(b"\n", 0, exc.start) + 1
+    breaks = list(_BREAK_BYTES.finditer(data, 0, exc.start))
+    line_start = breaks[-1].end() if breaks else 0
+    line = len(breaks) + 1
     bad = data[exc.start:exc.start + 1].hex()
     return DecodeError(
         f"not valid {encoding.removesuffix('-sig')}: byte 0x{bad} at line {line}, "
@@ -44,19 +60,14 @@ def _undecodable(data: bytes, encoding: str, exc: UnicodeDecodeError) -> DecodeE
     )
 
 
-_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.M)
-
-
-def _second_line_end(data: bytes) -> int:
-    first = data.find(b"\n")
-    second = data.find(b"\n", first + 1) if first >= 0 else -1
-    return len(data) if second < 0 else second
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]")
 
 
 def decode(data: bytes) -> Source:
     """Decode bytes as the Python interpreter would (BOM, coding cookie, UTF-8)."""
+    first_two = _first_lines(data, 2)  # where PEP 263 looks for the coding comment
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        encoding, _ = tokenize.detect_encoding(iter([*first_two, b""]).__next__)
     except SyntaxError as exc:
         if "invalid or missing encoding declaration" not in str(exc):
             raise DecodeError(str(exc), getattr(exc, "lineno", None) or 1) from None
@@ -66,7 +77,7 @@ def decode(data: bytes) -> Source:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
         error = _undecodable(data, encoding, exc)
-        if encoding == "utf-8" and not _COOKIE.search(data, 0, _second_line_end(data)):
+        if encoding == "utf-8" and not any(_COOKIE.match(line) for line in first_two):
             raise DecodeError(f"{error}, and no PEP 263 coding comment declares another "
                               "encoding", error.line, error.column) from None
         raise error from None
