@@ -102,3 +102,23 @@ def test_stdin_notebook_fix_keeps_the_bom():
     out = proc.stdout.encode()
     assert out.startswith(BOM) and not out.startswith(BOM * 2)
     assert json.loads(out[3:])["cells"][0]["source"] == 'import torch\nx = torch.zeros(2, device="cuda")\n'
+
+
+@pytest.mark.parametrize("lookalike", ["pass  # ptlint-magic:0", "# ptlint-magic:0"])
+def test_a_line_that_looks_like_a_magic_placeholder_stays_as_it_is(tmp_path, lookalike):
+    cells = [f"%time x = 1\n{lookalike}\n",
+             f"{lookalike}\nimport torch\n%time y = 2\nm = torch.nn.DataParallel(model)\n"]
+    path = tmp_path / "nb.ipynb"
+    path.write_text(notebook(*cells))
+    before = path.read_bytes()
+    proc = ptlint(str(path), "--select", "PTL000", "--fix")  # nothing to fix
+    assert proc.returncode == 0 and path.read_bytes() == before, proc.stdout
+    proc = ptlint(str(path), "--select", "PTL102", "--fix", "--unsafe-fixes")  # adds an import
+    assert "Fixed 1 finding, 0 remaining." in proc.stdout
+    fixed = "m = DistributedDataParallel(model) if torch.distributed.is_initialized() else model\n"
+    imported = "from torch.nn.parallel import DistributedDataParallel\n\n"
+    if lookalike.startswith("pass"):  # a statement: the import goes above it
+        second = f"{imported}{lookalike}\nimport torch\n%time y = 2\n{fixed}"
+    else:  # a comment heading the cell: the import goes after `import torch`
+        second = f"{lookalike}\nimport torch\n{imported}%time y = 2\n{fixed}"
+    assert sources(path) == [cells[0], second]

@@ -25,7 +25,7 @@ from ptlint.engine.job import Job, Outcome
 from ptlint.engine.lint import LintResult, lint_text
 from ptlint.io.cache import Cache
 from ptlint.io.diff import cell_diff
-from ptlint.io.ipython import Masked, lines_of, mask, placeholders, unmask
+from ptlint.io.ipython import Masked, free_marker, lines_of, mask, placeholders, unmask
 from ptlint.io.notebook import Notebook, NotebookError
 from ptlint.io.text import Source, line_starts, write_fixed
 from ptlint.model import Edit, Finding, Fix, Position, Span, cell_label
@@ -160,8 +160,10 @@ def _prepare(nb: Notebook, path: str, settings: "Settings") -> tuple[list[_Cell]
     cells: list[_Cell] = []
     broken: list[Finding] = []
     next_id = 0
-    for index, source in nb.code_cells():
-        masked = mask(source, next_id)
+    code_cells = nb.code_cells()
+    marker = free_marker([source for _, source in code_cells])
+    for index, source in code_cells:
+        masked = mask(source, next_id, marker)
         if masked is None:
             continue  # %%bash, %%writefile, ...: not Python
         next_id += len(masked.magics) + 1
@@ -257,7 +259,7 @@ def _apply(texts: list[str], cells: list[_Cell], fixes: list[tuple[Fix, list[tup
             target = _import_cell(new, cells, first_touched)
             if target is None:
                 return None
-            new[target] = _add_imports(new[target], missing)
+            new[target] = _add_imports(new[target], missing, cells[target].masked.marker)
     return new
 
 
@@ -282,21 +284,19 @@ def _missing_imports(text: str, wanted: list[str]) -> list[str]:
     return [w for w in wanted if " ".join(w.split()) not in have]
 
 
-_LEADING_PLACEHOLDER = re.compile(r"^pass  (# ptlint-magic:\d+)$")
-
-
-def _add_imports(text: str, imports: list[str]) -> str:
+def _add_imports(text: str, imports: list[str], marker: str) -> str:
     """`add_imports` on a cell: magics at the top of the cell stay above the imports
     (as comments for the moment, so that LibCST keeps them in the module header)."""
+    leading = re.compile(rf"^pass  (# {re.escape(marker)}:\d+)$")
     lines = lines_of(text)
     top = 0
-    while top < len(lines) and (_LEADING_PLACEHOLDER.match(lines[top].rstrip("\r\n"))
+    while top < len(lines) and (leading.match(lines[top].rstrip("\r\n"))
                                 or not lines[top].strip()):
         top += 1
-    head = [_LEADING_PLACEHOLDER.sub(r"\1", line.rstrip("\r\n")) + line[len(line.rstrip("\r\n")):]
+    head = [leading.sub(r"\1", line.rstrip("\r\n")) + line[len(line.rstrip("\r\n")):]
             for line in lines[:top]]
     out = add_imports("".join(head + lines[top:]), imports)
-    out = re.sub(r"^(# ptlint-magic:\d+)$", r"pass  \1", out, flags=re.M)
+    out = re.sub(rf"^(# {re.escape(marker)}:\d+)$", r"pass  \1", out, flags=re.M)
     return _terminated(out)
 
 
@@ -322,6 +322,7 @@ def _fix(cells: list[_Cell], path: str, settings: "Settings", *, unsafe: bool,
     the lint of the cells as they are, when the caller has it."""
     texts = [c.text for c in cells]
     valid = [_verdict(t) for t in texts]
+    marker = cells[0].masked.marker if cells else ""
     applied = 0
     rejected: set[tuple[str, Span]] = set()
     errors: list[str] = []
@@ -347,10 +348,10 @@ def _fix(cells: list[_Cell], path: str, settings: "Settings", *, unsafe: bool,
         pairs = [(fix, mapped[id(fix)][1]) for fix in chosen]
         first = min(k for _, edits in pairs for k, _ in edits)
         new = _apply(texts, cells, pairs, first)
-        if new is None or not _all_ok(texts, new, valid):
+        if new is None or not _all_ok(texts, new, valid, marker):
             for fix, edits in pairs:
                 single = _apply(texts, cells, [(fix, edits)], edits[0][0])
-                if single is None or not _all_ok(texts, single, valid):
+                if single is None or not _all_ok(texts, single, valid, marker):
                     bad = mapped[id(fix)][0]
                     rejected.add((bad.code, bad.span))
                     k, where = layout.locate(bad.span.start)
@@ -366,11 +367,12 @@ def _fix(cells: list[_Cell], path: str, settings: "Settings", *, unsafe: bool,
     return texts, applied, result, errors
 
 
-def _all_ok(before: list[str], after: list[str], valid: list[tuple[bool, bool]]) -> bool:
+def _all_ok(before: list[str], after: list[str], valid: list[tuple[bool, bool]],
+            marker: str) -> bool:
     for old, new, (compiled, fitted) in zip(before, after, valid):
         if old == new:
             continue
-        if placeholders(old) != placeholders(new):  # a fix must not drop or copy a magic
+        if placeholders(old, marker) != placeholders(new, marker):  # a fix must not drop or copy a magic
             return False
         if compiled and not _compiles(new):
             return False

@@ -14,8 +14,7 @@ PYTHON_CELL_MAGICS = frozenset({
     "time", "timeit", "capture", "prun", "debug", "python", "python3", "pypy",
 })
 
-_PLACEHOLDER = "pass  # ptlint-magic:{}"
-_PLACEHOLDER_LINE = re.compile(r"^([ \t]*)pass  # ptlint-magic:(\d+)$")
+MARKER = "ptlint-magic"  # placeholders are `pass  # ptlint-magic:<id>`
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _MAGIC_ASSIGN = re.compile(r"^[\w.]+(?:\s*,\s*[\w.]+)*\s*=\s*[!%]")
 _CELL_MAGIC = re.compile(r"^%%(\w+)")
@@ -94,10 +93,25 @@ def _is_magic(code: str) -> bool:
     return code[0] in "%!?/,;" or _MAGIC_ASSIGN.match(code) is not None
 
 
+def free_marker(texts: list[str]) -> str:
+    """A placeholder marker that no text contains: a line of a cell that only
+    looks like a placeholder must stay as it is."""
+    marker, n = MARKER, 0
+    while any(f"# {marker}:" in text for text in texts):
+        n += 1
+        marker = f"{MARKER}-{n}"
+    return marker
+
+
+def placeholder(marker: str, magic_id: int) -> str:
+    return f"pass  # {marker}:{magic_id}"
+
+
 @dataclass
 class Masked:
     text: str  # the cell's text, IPython syntax replaced by placeholders
     magics: dict[int, tuple[str, str, bool]]  # id -> (original line, indent, first line)
+    marker: str = MARKER  # see free_marker
     # IPython removes the first line's indentation from every line that starts
     # with it: the prefix, and the (1-based) lines it was taken from.
     dedent: str = ""
@@ -114,15 +128,16 @@ class Masked:
 _MAYBE_IPYTHON = re.compile(r"^[ \t\f]*[%!?/,;]|\?[ \t\f]*(?:#[^\r\n]*)?\r?$|=\s*[!%]", re.M)
 
 
-def mask(source: str, next_id: int = 0) -> Masked | None:
-    """The cell's Python, with IPython lines masked; None for a non-Python cell magic."""
+def mask(source: str, next_id: int = 0, marker: str = MARKER) -> Masked | None:
+    """The cell's Python, with IPython lines masked; None for a non-Python cell magic.
+    `marker` must not occur in the source (free_marker)."""
     blank = source[: len(source) - len(source.lstrip())]
     if not _MAYBE_IPYTHON.search(source) and not re.split(r"\r\n|\r|\n", blank)[-1]:
-        return Masked(source, {})  # nothing to mask, nothing to dedent: most cells
-    return _mask(source, next_id)
+        return Masked(source, {}, marker)  # nothing to mask, nothing to dedent: most cells
+    return _mask(source, next_id, marker)
 
 
-def _mask(source: str, next_id: int) -> Masked | None:
+def _mask(source: str, next_id: int, marker: str = MARKER) -> Masked | None:
     lines = lines_of(source)
     out: list[str] = []
     magics: dict[int, tuple[str, str, bool]] = {}
@@ -147,7 +162,7 @@ def _mask(source: str, next_id: int) -> Masked | None:
         if magic_continues or (scan.at_start and _is_magic(stripped)):
             indent = magics[next_id - 1][1] if magic_continues else indent_of(code)
             magics[next_id] = (code, indent, not magic_continues)
-            out.append(indent + _PLACEHOLDER.format(next_id) + ending)
+            out.append(indent + placeholder(marker, next_id) + ending)
             next_id += 1
             magic_continues = code.endswith("\\")
             continue
@@ -156,21 +171,22 @@ def _mask(source: str, next_id: int) -> Masked | None:
             last = trial.feed(line)
             if last == "?" and trial.at_start:  # `obj?`, `obj??`: help
                 magics[next_id] = (code, indent_of(code), True)
-                out.append(indent_of(code) + _PLACEHOLDER.format(next_id) + ending)
+                out.append(indent_of(code) + placeholder(marker, next_id) + ending)
                 next_id += 1
                 continue
         scan.feed(line)
         out.append(line)
-    return Masked("".join(out), magics, dedent, frozenset(dedented))
+    return Masked("".join(out), magics, marker, dedent, frozenset(dedented))
 
 
 def unmask(text: str, masked: Masked) -> str:
     """Put the masked lines back (a placeholder a fix re-indented takes the new
     indent) and the indentation IPython would remove."""
     out = []
+    line_re = re.compile(rf"^([ \t]*)pass  # {re.escape(masked.marker)}:(\d+)$")
     for number, line in enumerate(lines_of(text), 1):
         code = _body(line)
-        match = _PLACEHOLDER_LINE.match(code)
+        match = line_re.match(code)
         if match and int(match.group(2)) in masked.magics:
             original, indent, first = masked.magics[int(match.group(2))]
             if first and match.group(1) != indent:
@@ -180,5 +196,6 @@ def unmask(text: str, masked: Masked) -> str:
     return "".join(out)
 
 
-def placeholders(text: str) -> list[int]:
-    return sorted(int(m.group(1)) for m in re.finditer(r"# ptlint-magic:(\d+)\r?$", text, re.M))
+def placeholders(text: str, marker: str = MARKER) -> list[int]:
+    return sorted(int(m.group(1)) for m in
+                  re.finditer(rf"# {re.escape(marker)}:(\d+)\r?$", text, re.M))
