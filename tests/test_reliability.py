@@ -7,6 +7,7 @@ a sitecustomize put on PYTHONPATH for those subprocesses only.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,70 @@ def test_a_line_that_looks_like_a_magic_placeholder_stays_as_it_is(tmp_path, loo
     else:  # a comment heading the cell: the import goes after `import torch`
         second = f"{lookalike}\nimport torch\n{imported}%time y = 2\n{fixed}"
     assert sources(path) == [cells[0], second]
+
+
+DP = "import torch\nm = torch.nn.DataParallel(model)\n"
+NB_CONCISE = ("--select", "PTL000,PTL101,PTL102", "--output-format", "concise")
+
+
+@pytest.mark.parametrize("bad, finding", [
+    ("s = 'a\x00b'\n", "cell 1:1:7: PTL000 SyntaxError: source code cannot contain null bytes"),
+    ("x = " + "(" * 1000 + "1" + ")" * 1000 + "\n",
+     "cell 1:1:205: PTL000 SyntaxError: too many nested parentheses"),
+    ("def f(:\n    pass\n", "cell 1:1:7: PTL000 SyntaxError: invalid syntax"),
+])
+def test_one_invalid_cell_hides_nothing_of_the_others(tmp_path, bad, finding):
+    path = tmp_path / "nb.ipynb"
+    path.write_text(notebook(DP, bad, f"x = {CUDA}\n"))
+    proc = ptlint(str(path), *NB_CONCISE)
+    assert [line for line in proc.stdout.splitlines() if line.startswith(str(path))] == [
+        f"{path}:cell 0:2:5: PTL102 `DataParallel` is slower than `DistributedDataParallel`, "
+        "even on one machine",
+        f"{path}:{finding}",
+        f"{path}:cell 2:1:5: PTL101 Tensor created on the CPU and then moved; pass `device=` to "
+        "the factory instead"]
+    proc = ptlint(str(path), "--select", "PTL101", "--fix")  # the other cells are still fixed
+    assert "Fixed 1 finding, 1 remaining." in proc.stdout  # the PTL000
+    assert sources(path)[1] == bad
+
+
+def test_a_cell_nested_deeper_than_ptlint_parses_is_named_and_skipped(tmp_path):
+    path = tmp_path / "nb.ipynb"
+    path.write_text(notebook(DP, "x = " + "-" * 600 + "1\n", f"x = {CUDA}\n"))
+    proc = ptlint(str(path), *NB_CONCISE)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"error: {path}:cell 1:1: expression nested about 602 levels deep; ptlint parses at most "
+        "500 levels; cell skipped"]
+    assert f"{path}:cell 0:2:5: PTL102" in proc.stdout and f"{path}:cell 2:1:5: PTL101" in proc.stdout
+
+
+def test_a_form_feed_in_one_cell_keeps_the_fixes_of_the_others(tmp_path):
+    """LibCST drops a form feed before a statement: no fix on that line, the
+    rest is fixed as usual, and the form feed is kept."""
+    path = tmp_path / "nb.ipynb"
+    cells = [DP, f"y = 1\n\x0cz = {CUDA}\n", f"x = {CUDA}\n"]
+    path.write_text(notebook(*cells))
+    proc = ptlint(str(path), "--select", "PTL101,PTL102", "--fix", "--unsafe-fixes",
+                  "--output-format", "concise")
+    assert "Fixed 2 findings, 1 remaining." in proc.stdout, proc.stdout
+    assert re.search(rf"^{re.escape(str(path))}:cell 1:2:\d+: PTL101 ", proc.stdout, re.M)
+    assert sources(path) == [
+        "import torch\nfrom torch.nn.parallel import DistributedDataParallel\n\n"
+        "m = DistributedDataParallel(model) if torch.distributed.is_initialized() else model\n",
+        cells[1], 'x = torch.zeros(2, device="cuda")\n']
+
+
+def test_a_form_feed_before_a_statement_keeps_the_fixes_of_other_lines(tmp_path):
+    path = tmp_path / "a.py"
+    text = f"import torch\ny = 1\n\x0cz = {CUDA}\nx = {CUDA}\nm = torch.nn.DataParallel(model)\n"
+    path.write_text(text)
+    proc = ptlint(str(path), "--select", "PTL101,PTL102", "--fix", "--unsafe-fixes",
+                  "--output-format", "concise")
+    # the DataParallel fix adds an import, which LibCST would add by printing the
+    # whole module, form feed lost: refused, and said so
+    assert proc.stderr.splitlines() == [
+        f"error: {path}:5: fix for PTL102 adds an import, and LibCST does not reproduce this "
+        "file byte for byte (a form feed before a statement?); not applied"]
+    assert "Fixed 1 finding, 2 remaining." in proc.stdout
+    assert path.read_text() == text.replace(f"x = {CUDA}", 'x = torch.zeros(2, device="cuda")')

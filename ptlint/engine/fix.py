@@ -146,11 +146,17 @@ def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> Fix
             and _fix_key(text, f) not in rejected
             and settings.fix_allowed(f.code, f.fix.safety, unsafe=unsafe)
         ]
+        # Edits are placed in the text itself, but imports are added by printing
+        # the whole module with LibCST, which would drop a form feed it does not
+        # reproduce (lint_text already left out the fixes on such a line).
+        if "\f" in text and any(f.fix.imports for f in candidates) and not round_trips(text):
+            for f in [f for f in candidates if f.fix.imports]:
+                rejected.add(_fix_key(text, f))
+                errors.append(f"{path}:{f.span.start.line}: fix for {f.code} adds an import, and "
+                              "LibCST does not reproduce this file byte for byte (a form feed "
+                              "before a statement?); not applied")
+            candidates = [f for f in candidates if not f.fix.imports]
         chosen = non_overlapping(f.fix for f in candidates)  # type: ignore[misc]
-        if chosen and not applied and not errors and not round_trips(text):
-            errors.append(f"{path}: LibCST does not reproduce this file byte for byte (a form "
-                          "feed before a statement?); not fixed")
-            chosen = []
         if not chosen:
             result.errors[:0] = errors
             return FixResult(text, applied, result)

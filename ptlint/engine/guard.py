@@ -56,7 +56,7 @@ def python_verdict(text: str, *, full: bool = False) -> tuple[int, int, str] | N
     return None
 
 
-def syntax_error(path: str, exc: Exception, text: str) -> Finding | str:
+def syntax_error(path: str, exc: Exception, text: str, what: str = "file") -> Finding | str:
     """PTL000 where CPython says the file is wrong; when only LibCST rejects it,
     an error line (ptlint's limitation, not the user's syntax error)."""
     verdict = python_verdict(text)
@@ -67,7 +67,8 @@ def syntax_error(path: str, exc: Exception, text: str) -> Finding | str:
         detail = "too deeply nested"
     else:
         detail = getattr(exc, "message", None) or str(exc).splitlines()[0] or type(exc).__name__
-    return f"{path}:{line}: LibCST cannot parse this file, although Python can ({detail}); file skipped"
+    return (f"{path}:{line}: LibCST cannot parse this {what}, although Python can ({detail}); "
+            f"{what} skipped")
 
 
 # LibCST's native parser recurses once per level of expression nesting: a few
@@ -141,7 +142,7 @@ def nesting(text: str) -> tuple[int, int, int]:
     return worst, line, brackets
 
 
-def too_deep(text: str, path: str) -> Finding | str | None:
+def too_deep(text: str, path: str, what: str = "file") -> Finding | str | None:
     """PTL000 if CPython itself rejects a deeply nested file, an error line if only
     LibCST could not take it, None if the file is safe to parse."""
     if "\0" in text:  # LibCST accepts a null byte in a comment or string; Python never does
@@ -165,7 +166,7 @@ def too_deep(text: str, path: str) -> Finding | str | None:
     if real <= DEPTH_LIMIT:
         return None
     return (f"{path}:{line}: expression nested about {real} levels deep; ptlint parses at most "
-            f"{DEPTH_LIMIT} levels; file skipped")
+            f"{DEPTH_LIMIT} levels; {what} skipped")
 
 
 def _ast_depth(tree: ast.AST) -> int:
@@ -187,11 +188,27 @@ def round_trips(text: str) -> bool:
     that precedes a statement (the form feed is dropped and the columns after it
     are off by one), so edits made from its positions would be misplaced and its
     code generation would lose bytes."""
+    return lost_lines(text) == frozenset()
+
+
+def lost_lines(text: str) -> frozenset[int] | None:
+    """The lines (1-based) that LibCST does not give back byte for byte: empty when
+    it reproduces the file, None when it cannot parse it or the loss cannot be
+    told line by line. A form feed before a statement is dropped: positions on
+    that line are off, and code printed from its nodes loses the form feed; the
+    other lines are reproduced exactly."""
     try:
         code = parse(text).code
     except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return code == text or (text.endswith("\r") and code == text[:-1])
+        return None
+    if text.endswith("\r") and not code.endswith("\r"):
+        code += "\r"  # LibCST drops a final lone \r (classic Mac line endings)
+    if code == text:
+        return frozenset()
+    old, new = _LINE_BREAK.split(text), _LINE_BREAK.split(code)
+    if len(old) != len(new) or _LINE_BREAK.findall(text) != _LINE_BREAK.findall(code):
+        return None
+    return frozenset(number for number, (a, b) in enumerate(zip(old, new), 1) if a != b)
 
 
 def valid(text: str, path: str, *, compiles: bool = True, oldest: bool = False) -> bool:

@@ -10,7 +10,8 @@ import libcst as cst
 
 from ptlint.analysis.names import NameResolver, ScopeExit
 from ptlint.analysis.walk import walk
-from ptlint.engine.guard import parse, python_verdict, round_trips, syntax_error, syntax_finding, too_deep
+from ptlint.engine.guard import (lost_lines, parse, python_verdict, syntax_error, syntax_finding,
+                                 too_deep)
 from ptlint.engine.locate import build_findings
 from ptlint.engine.suppress import file_noqa, without_noqa
 from ptlint.io.text import one_line
@@ -108,10 +109,20 @@ def lint_text(
         t0 = clock()
         findings = build_findings(module, text, reports, path, settings, result.errors)
         result.findings = without_noqa(findings, text)
-        if "\f" in text and any(f.fix for f in result.findings) and not round_trips(text):
-            # Columns after a form feed that LibCST dropped are off: no edit can be placed.
-            result.findings = [replace(f, fix=None) for f in result.findings]
+        if "\f" in text and any(f.fix for f in result.findings):
+            result.findings = _without_lost_edits(result.findings, lost_lines(text))
         if timings is not None:
             timings["findings"] = timings.get("findings", 0.0) + clock() - t0
     result.findings.sort(key=lambda f: f.sort_key)
     return result
+
+
+def _without_lost_edits(findings: list[Finding], lost: frozenset[int] | None) -> list[Finding]:
+    """No fix whose edits touch a line LibCST does not reproduce (a form feed
+    before a statement): its columns there are off, and its text would lose the
+    form feed. None: every line counts as lost."""
+    def touches(fix) -> bool:
+        return lost is None or any(
+            line in lost for e in fix.edits for line in range(e.start.line, e.end.line + 1))
+
+    return [replace(f, fix=None) if f.fix and touches(f.fix) else f for f in findings]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from ptlint.engine.fix import MAX_FIX_PASSES, add_imports, apply_edits, non_overlapping
-from ptlint.engine.guard import fits_oldest_python, parse, syntax_error
+from ptlint.engine.guard import fits_oldest_python, parse, round_trips, syntax_error, too_deep
 from ptlint.engine.job import Job, Outcome
 from ptlint.engine.lint import LintResult, lint_text
 from ptlint.io.cache import Cache
@@ -155,10 +155,14 @@ class Layout:
         return Edit(position(begin), position(end), content)
 
 
-def _prepare(nb: Notebook, path: str, settings: "Settings") -> tuple[list[_Cell], list[Finding]]:
-    """The cells that go into the module, and PTL000 for the cells that do not parse."""
+def _prepare(nb: Notebook, path: str, settings: "Settings"
+             ) -> tuple[list[_Cell], list[Finding], list[str]]:
+    """The cells that go into the module; PTL000 for the cells that are not valid
+    Python (a syntax error, a null byte, too deep a nesting) and an error line
+    for those only LibCST cannot take: both are left out, the others linted."""
     cells: list[_Cell] = []
     broken: list[Finding] = []
+    errors: list[str] = []
     next_id = 0
     code_cells = nb.code_cells()
     marker = free_marker([source for _, source in code_cells])
@@ -170,18 +174,22 @@ def _prepare(nb: Notebook, path: str, settings: "Settings") -> tuple[list[_Cell]
         text = masked.text
         if text and not text.endswith(("\n", "\r")):
             text += "\n"
-        if not _valid_alone(text):
+        where = f"{path}:{cell_label(index)}"
+        problem = too_deep(text, where, "cell")  # before LibCST sees it: it could crash
+        if problem is None and not _valid_alone(text):
             try:
                 parse(text)
             except Exception as exc:  # noqa: BLE001 - any parser failure is a syntax error
-                finding = syntax_error(path, exc, text)
-                if isinstance(finding, str):  # only LibCST rejects the cell: leave it out
-                    continue
-                if settings.is_enabled(finding.code, path):
-                    broken.append(replace(finding, cell=index))
-                continue
-        cells.append(_Cell(index, source, masked, text))
-    return cells, broken
+                problem = syntax_error(where, exc, text, "cell")
+        if isinstance(problem, str):
+            errors.append(problem)
+        elif problem is not None:
+            if settings.is_enabled(problem.code, path):
+                span = Span(masked.shift(problem.span.start), masked.shift(problem.span.end))
+                broken.append(replace(problem, path=path, span=span, cell=index))
+        else:
+            cells.append(_Cell(index, source, masked, text))
+    return cells, broken, errors
 
 
 def _joined_parses(cells: list[_Cell]) -> list[_Cell]:
@@ -307,12 +315,16 @@ def _terminated(text: str) -> str:
 
 def _import_cell(texts: list[str], cells: list[_Cell], first_touched: int) -> int | None:
     """Where missing imports go: the first cell with an import, if it comes no later
-    than the first cell a fix touches; else the first cell (never a cell IPython
-    dedents: its lines cannot move)."""
+    than the first cell a fix touches; else the first cell. Never a cell IPython
+    dedents (its lines cannot move), nor one LibCST does not reproduce byte for
+    byte (a form feed before a statement): imports are added by printing the cell."""
+    def usable(k: int) -> bool:
+        return not cells[k].masked.dedented and ("\f" not in texts[k] or round_trips(texts[k]))
+
     for k, text in enumerate(texts[: first_touched + 1]):
-        if re.search(r"^(?:import|from)\s", text, re.M) and not cells[k].masked.dedented:
+        if re.search(r"^(?:import|from)\s", text, re.M) and usable(k):
             return k
-    return None if not texts or cells[0].masked.dedented else 0
+    return 0 if texts and usable(0) else None
 
 
 def _fix(cells: list[_Cell], path: str, settings: "Settings", *, unsafe: bool,
@@ -411,7 +423,7 @@ def process(path: Path, data: bytes, job: Job, write: bool = True) -> Outcome:
         out.findings = cached
         return out
 
-    cells, broken = _prepare(nb, name, settings)
+    cells, broken, skipped = _prepare(nb, name, settings)
     if not settings.is_enabled("PTL000", name):
         cells = _joined_parses(cells)  # no PTL000 would tell that the module does not parse
     layout = Layout([c.text for c in cells])
@@ -428,9 +440,13 @@ def process(path: Path, data: bytes, job: Job, write: bool = True) -> Outcome:
         where = layout if texts is None else Layout(texts)
         return sorted(broken + _to_cells(findings, where, cells), key=lambda f: f.sort_key)
 
+    def errors_in_cells(errors: list[str], texts: list[str] | None = None) -> list[str]:
+        where = layout if texts is None else Layout(texts)
+        return [*skipped, *(_error_in_cells(e, name, where, cells) for e in errors)]
+
     if job.mode == "check" or not cells:
         out.findings = in_cells(first.findings)
-        out.errors = first.errors
+        out.errors = errors_in_cells(first.errors)
         if cache and not out.errors:
             cache.put(key, out.findings)
         return out
@@ -443,29 +459,45 @@ def process(path: Path, data: bytes, job: Job, write: bool = True) -> Outcome:
             changed[cell.index] = new
     if not changed:
         out.findings = in_cells(result.findings, texts)
-        out.errors = result.errors
+        out.errors = errors_in_cells(result.errors, texts)
         if cache and not out.errors:
             cache.put(key, out.findings)
         return out
     try:
         new_text = nb.with_sources(changed)
     except NotebookError as exc:
-        out.errors = [*errors, f"{name}: {exc}; not written"]
+        out.findings = in_cells(first.findings)
+        out.errors = [*errors_in_cells(first.errors), *errors, f"{name}: {exc}; not written"]
         return out
     out.fixed = applied
     out.new_text = new_text
     if job.mode == "diff":
         out.diff = "".join(cell_diff(name, i, out.cells[i], changed[i]) for i in sorted(changed))
         out.findings = in_cells(first.findings)
-        out.errors = [*errors, *first.errors]
+        out.errors = [*errors, *errors_in_cells(first.errors)]
         return out
+    if write:
+        problem = write_fixed(path, Source(new_text, "utf-8", nb.bom), new_text, out.fixed,
+                              original=data)
+        if problem is not None:  # the notebook keeps its findings, and its text
+            out.findings = in_cells(first.findings)
+            out.errors = [*errors_in_cells(first.errors), *errors, problem]
+            out.fixed = 0
+            return out
     out.findings = in_cells(result.findings, texts)
-    out.errors = result.errors
+    out.errors = errors_in_cells(result.errors, texts)
     out.cells = {**out.cells, **changed}
     out.text = new_text
-    if write:
-        problem = write_fixed(path, Source(new_text, "utf-8", nb.bom), new_text, out.fixed)
-        if problem is not None:
-            out.errors.append(problem)
-            out.fixed = 0
     return out
+
+
+_AT_LINE = re.compile(r"(\d+): ")
+
+
+def _error_in_cells(error: str, name: str, layout: Layout, cells: list[_Cell]) -> str:
+    """An error line that names a line of the joined module names the cell instead."""
+    match = _AT_LINE.match(error, len(name) + 1) if error.startswith(f"{name}:") else None
+    if match is None or not cells:
+        return error
+    k, where = layout.locate(Position(int(match.group(1)), 0))
+    return f"{name}:{cell_label(cells[k].index)}:{where.line}: {error[match.end():]}"
