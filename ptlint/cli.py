@@ -278,7 +278,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _stdin(args: argparse.Namespace, job) -> "tuple[Outcome, bytes]":
     """The outcome for standard input, and the bytes `--fix` prints: the input
     unchanged unless fixed, in the input's own encoding, BOM and line endings."""
-    from ptlint.engine.job import Outcome, decode_error, process_text
+    from ptlint.engine.job import Outcome, decode_error, process_text, unwritten
     from ptlint.io.text import DecodeError, decode, encode
 
     name = args.stdin_filename or "-"
@@ -300,9 +300,8 @@ def _stdin(args: argparse.Namespace, job) -> "tuple[Outcome, bytes]":
     try:
         return out, encode(source, out.new_text)
     except UnicodeEncodeError:
-        out.errors.append(f"{name}: fixed text cannot be encoded as {source.encoding}; "
-                          "printed unchanged")
-        out.fixed = 0
+        unwritten(out, source.text, job, f"{name}: fixed text cannot be encoded as "
+                  f"{source.encoding}; printed unchanged")
         return out, data
 
 

@@ -190,3 +190,39 @@ def test_a_form_feed_before_a_statement_keeps_the_fixes_of_other_lines(tmp_path)
         "file byte for byte (a form feed before a statement?); not applied"]
     assert "Fixed 1 finding, 2 remaining." in proc.stdout
     assert path.read_text() == text.replace(f"x = {CUDA}", 'x = torch.zeros(2, device="cuda")')
+
+
+# -- --fix never overwrites what it did not read, and says what the file still has (2, 10) --
+@pytest.mark.parametrize("name, text", [
+    ("a.py", f"import torch\nx = {CUDA}  # ORIGINAL\n"),
+    ("nb.ipynb", notebook(f"import torch\nx = {CUDA}  # ORIGINAL\n", "y = 1  # ORIGINAL\n")),
+])
+def test_a_file_edited_during_fix_is_not_overwritten(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    proc = ptlint(str(path), "--select", "PTL101", "--fix", "--output-format", "json",
+                  env=_env(PTLINT_TEST_EDIT_BEFORE_WRITE="1"))
+    assert path.read_text() == text.replace("ORIGINAL", "EDITED ELSEWHERE")  # nothing lost
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"error: {path}: changed while ptlint was fixing it; "
+                                        "not written"]
+    assert [f["code"] for f in json.loads(proc.stdout)] == ["PTL101"]  # it still has its finding
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+@pytest.mark.parametrize("name, text", [
+    ("a.py", f"import torch\nx = {CUDA}\n"),
+    ("nb.ipynb", notebook(f"import torch\nx = {CUDA}\n")),
+])
+def test_a_fix_that_cannot_be_written_leaves_the_findings_shown(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    path.chmod(0o444)
+    proc = ptlint(str(path), "--select", "PTL101", "--fix")
+    assert proc.returncode == 2 and path.read_text() == text
+    assert proc.stderr.splitlines() == [f"error: {path}: file is read-only; 1 fix(es) not written"]
+    assert "Fixed 0 findings, 1 remaining." in proc.stdout
+    assert "x = torch.zeros(2).cuda()" in proc.stdout  # quoted from the file as it is
+    proc = ptlint(str(path), "--select", "PTL101", "--fix", "--output-format", "json")
+    assert [(f["code"], f["fix"] is not None) for f in json.loads(proc.stdout)] == [("PTL101", True)]
+

@@ -66,3 +66,16 @@ def process_text(path: str, text: str, job: Job) -> Outcome:
             out.text = text
             out.findings = lint_text(text, path, job.settings).findings
     return out
+
+
+def unwritten(out: Outcome, text: str, job: Job, problem: str) -> None:
+    """The fixed text of `out` could not be written (read-only, disk full, changed
+    meanwhile): the file still has `text`, and so all of its findings."""
+    from ptlint.engine.lint import lint_text
+
+    result = lint_text(text, out.path, job.settings)
+    out.findings = result.findings
+    out.errors = [*out.errors, *(e for e in result.errors if e not in out.errors), problem]
+    out.text = text
+    out.fixed = 0
+    out.new_text = None

@@ -9,7 +9,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from ptlint.engine.job import Job, Outcome, decode_error, process_text
+from ptlint.engine.job import Job, Outcome, decode_error, process_text, unwritten
 from ptlint.io.cache import Cache
 from ptlint.io.text import DecodeError, decode, one_line, signals_deferred, write_fixed
 from ptlint.model import Finding
@@ -65,8 +65,7 @@ def process_file(path: Path, job: Job) -> Outcome:
     if job.mode == "fix" and out.new_text is not None:
         problem = write_fixed(path, source, out.new_text, out.fixed, original=data)
         if problem is not None:
-            out.errors.append(problem)
-            out.fixed = 0
+            unwritten(out, source.text, job, problem)
     if not out.findings:
         out.text = None  # only quoted for findings: not worth sending back from a worker
     return out

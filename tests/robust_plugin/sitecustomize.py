@@ -57,3 +57,18 @@ if os.environ.get("PTLINT_TEST_VANISH"):
         return found
 
     ptlint.io.files.discover = discover
+
+if os.environ.get("PTLINT_TEST_EDIT_BEFORE_WRITE"):
+    # Another process saves the file between ptlint reading it and writing it back.
+    import ptlint.io.text
+
+    _write_atomic = ptlint.io.text.write_atomic
+
+    def write_atomic(path, data, expected=None):
+        from pathlib import Path
+
+        edited = Path(path).read_bytes().replace(b"ORIGINAL", b"EDITED ELSEWHERE")
+        Path(path).write_bytes(edited)
+        return _write_atomic(path, data, expected)
+
+    ptlint.io.text.write_atomic = write_atomic
