@@ -7,6 +7,7 @@ a sitecustomize put on PYTHONPATH for those subprocesses only.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -226,3 +227,40 @@ def test_a_fix_that_cannot_be_written_leaves_the_findings_shown(tmp_path, name, 
     proc = ptlint(str(path), "--select", "PTL101", "--fix", "--output-format", "json")
     assert [(f["code"], f["fix"] is not None) for f in json.loads(proc.stdout)] == [("PTL101", True)]
 
+
+
+# -- what --fix keeps of a file (item 22) ------------------------------------------------
+FIXABLE = f"import torch\nx = {CUDA}\n"
+FIXED = 'import torch\nx = torch.zeros(2, device="cuda")\n'
+
+
+def test_fix_a_file_whose_long_multibyte_name_fills_the_name_limit(tmp_path):
+    path = tmp_path / ("\N{GRINNING FACE}" * 60 + ".py")  # 243 bytes: the temporary name must be shorter
+    path.write_text(FIXABLE)
+    proc = ptlint(str(path), "--select", "PTL101", "--fix")
+    assert proc.returncode == 0, proc.stderr
+    assert path.read_text() == FIXED
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_fix_keeps_extended_attributes(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text(FIXABLE)
+    try:
+        os.setxattr(path, "user.ptlint-test", b"kept")
+    except (AttributeError, OSError) as exc:
+        pytest.skip(f"no user extended attributes here: {exc}")
+    proc = ptlint(str(path), "--select", "PTL101", "--fix")
+    assert proc.returncode == 0 and path.read_text() == FIXED
+    assert os.getxattr(path, "user.ptlint-test") == b"kept"
+
+
+def test_fix_of_a_hard_linked_file_replaces_only_the_name_given(tmp_path):
+    """Documented: the fixed file gets its own inode; another name of the old file
+    (a backup snapshot, a package cache) keeps the old content."""
+    path, other = tmp_path / "a.py", tmp_path / "snapshot.py"
+    path.write_text(FIXABLE)
+    os.link(path, other)
+    proc = ptlint(str(path), "--select", "PTL101", "--fix")
+    assert proc.returncode == 0 and path.read_text() == FIXED
+    assert other.read_text() == FIXABLE and os.stat(other).st_nlink == 1

@@ -119,14 +119,18 @@ class FileChanged(Exception):
 
 
 def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None:
-    """Replace `path` with `data` in one rename, keeping its permission bits and owner.
+    """Replace `path` with `data` in one rename, keeping its permission bits, owner
+    and extended attributes (POSIX ACLs among them) where the system allows.
 
     A temporary file in the same folder is written, synced and renamed over the
     original, so an interrupt leaves either the old or the new file, never half
     of one; the temporary file is removed if anything goes wrong. Interrupts
     are held while the file is written, so a worker process killed by SIGTERM
     dies after the rename, never between creating and removing the temporary
-    file. A symbolic link is kept: the file it points to is replaced.
+    file. A symbolic link is kept: the file it points to is replaced. A hard
+    link is not: the new file has the name given, and the file's other names
+    keep the old content (writing through them in place could change a backup
+    snapshot or a package cache that shares the file, and would not be atomic).
 
     With `expected`, the file is replaced only if it still holds exactly those
     bytes just before the rename (an editor may have saved it meanwhile):
@@ -135,13 +139,14 @@ def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None
     target = Path(os.path.realpath(path))
     with signals_deferred():
         info = target.stat()
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".ptlint-tmp",
+        fd, tmp = tempfile.mkstemp(prefix=f".{_short(target.name)}.", suffix=".ptlint-tmp",
                                    dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
+            _copy_xattrs(target, tmp)
             if hasattr(os, "geteuid") and (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
                 try:
                     os.chown(tmp, info.st_uid, info.st_gid)
@@ -157,6 +162,31 @@ def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None
             except FileNotFoundError:
                 pass
             raise
+
+
+def _short(name: str, limit: int = 64) -> str:
+    """At most `limit` bytes of a file name, cut between characters: a temporary
+    name made of a long multibyte name would pass the system's limit (255 bytes)."""
+    raw = os.fsencode(name)
+    if len(raw) <= limit:
+        return name
+    return raw[:limit].decode("utf-8", "ignore") or "file"
+
+
+def _copy_xattrs(source: Path, target: str) -> None:
+    """Copy the extended attributes the system lets us set; the others are lost
+    (a security label only a privileged process may set, a file system without them)."""
+    if not hasattr(os, "listxattr"):
+        return
+    try:
+        names = os.listxattr(source)
+    except OSError:
+        return
+    for name in names:
+        try:
+            os.setxattr(target, name, os.getxattr(source, name))
+        except OSError:
+            pass
 
 
 @functools.lru_cache(maxsize=16)  # the engine and the renderers ask again for the same text
