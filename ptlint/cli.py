@@ -172,15 +172,26 @@ def cmd_rules(fmt: str) -> int:
 
 def cmd_clean(args: argparse.Namespace) -> int:
     from ptlint.config import ConfigError, find_config, load_config
-    from ptlint.io.cache import clean
+    from ptlint.io.cachedir import CacheError, cache_folder, clean
 
     try:
         settings = load_config(args.config or find_config(Path.cwd()))
-    except ConfigError as exc:
-        error(str(exc))
+        cleaned = clean(settings)
+    except (ConfigError, CacheError) as exc:
+        error(f"{exc}; nothing removed" if isinstance(exc, CacheError) else str(exc))
         return 2
-    removed = clean(settings)
-    print("removed the cache" if removed else "no cache to remove", file=sys.stderr)
+    except OSError as exc:
+        error(f"{exc.filename or cache_folder(settings)}: cannot remove: {exc.strerror}")
+        return 2
+    if cleaned is None:
+        print("no cache to remove", file=sys.stderr)
+        return 0
+    print(f"removed the cache ({cleaned.removed} file{'s' * (cleaned.removed != 1)})",
+          file=sys.stderr)
+    if cleaned.kept:
+        shown = ", ".join(cleaned.kept[:5]) + (", ..." if len(cleaned.kept) > 5 else "")
+        print(f"kept {len(cleaned.kept)} entr{'ies' if len(cleaned.kept) != 1 else 'y'} ptlint "
+              f"did not write: {shown}", file=sys.stderr)
     return 0
 
 
@@ -224,6 +235,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     mode = "diff" if args.diff else "fix" if args.fix else "check"
     job = Job(settings, mode, unsafe=bool(settings.unsafe_fixes), cache=not args.no_cache and not stdin,
               timings=args.timings)
+    if job.cache:
+        from ptlint.io.cachedir import CacheError, check
+
+        try:
+            check(settings)
+        except CacheError as exc:
+            error(str(exc))
+            return 2
     errors: list[str] = []
     if stdin:
         stdin_out, echo = _stdin(args, job)

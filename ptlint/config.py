@@ -279,10 +279,23 @@ def validate(settings: Settings) -> None:
     for key in ("select", "extend_select", "ignore", "fixable", "unfixable",
                 "extend_safe_fixes", "extend_unsafe_fixes"):
         expand(getattr(settings, key) or [], key.replace("_", "-"), allow_syntax=True)
+    _check_cache_dir(settings)
     settings._per_file  # validates the codes  # noqa: B018
     settings.enabled_codes  # noqa: B018
     if settings.torch_version is None:
         settings.torch_version = installed_torch_version()
+
+
+def _check_cache_dir(settings: Settings) -> None:
+    """The cache folder must be a folder of its own inside the project: `ptlint
+    clean` removes it (io.cachedir also refuses one that ptlint did not create)."""
+    value = settings.cache_dir
+    where = f"{settings.config_path}: cache-dir" if settings.config_path else "cache-dir"
+    root = Path(os.path.abspath(settings.root))
+    full = Path(os.path.normpath(root / value)) if value.strip() else root
+    if full == root or root not in full.parents:
+        raise ConfigError(f"{where} {value!r} must name a folder inside the project ({root}) "
+                          "that is not the project itself")
 
 
 # The newest torch release the deprecation tables know about.

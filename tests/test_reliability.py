@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
 from test_robustness import _env, ptlint
 
 CUDA = "torch.zeros(2).cuda()"
@@ -264,3 +265,168 @@ def test_fix_of_a_hard_linked_file_replaces_only_the_name_given(tmp_path):
     proc = ptlint(str(path), "--select", "PTL101", "--fix")
     assert proc.returncode == 0 and path.read_text() == FIXED
     assert other.read_text() == FIXABLE and os.stat(other).st_nlink == 1
+
+
+# -- the cache folder is ptlint's own (items 1, 4, 22) -------------------------------------
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "train.py").write_text(DP)
+    (root / "notes.txt").write_text("mine\n")
+    return root
+
+
+def cached(project: Path, *args: str, cwd: Path | None = None, **env: str):
+    """ptlint with its cache (the helper `ptlint` passes --no-cache)."""
+    return run_cli(*args, cwd=cwd or project, env=_env(**env))
+
+
+def files_of(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("value", ["", ".", "..", "src/..", "{outside}", "src", "src/train.py",
+                                   "src/"])
+def test_a_cache_dir_that_is_not_a_folder_of_its_own_is_refused(project, tmp_path, value):
+    value = value.format(outside=tmp_path)
+    (project / "pyproject.toml").write_text(f"[tool.ptlint]\ncache-dir = {json.dumps(value)}\n")
+    before = files_of(tmp_path)
+    for args in (["src"], ["src", "--fix", "--unsafe-fixes"], ["clean"]):
+        proc = cached(project, *args)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        [line] = proc.stderr.splitlines()
+        assert line.startswith("error: ") and "cache-dir" in line and repr(value) in line
+        assert "Traceback" not in proc.stderr
+    assert files_of(tmp_path) == before  # nothing written, nothing removed
+    if value in ("src", "src/", "src/train.py"):  # a valid name, but not a folder of ptlint's: --no-cache runs
+        assert cached(project, "src", "--no-cache").returncode == 1
+
+
+def test_a_cache_folder_is_created_tagged_and_clean_removes_only_what_ptlint_wrote(project):
+    (project / "pyproject.toml").write_text('[tool.ptlint]\ncache-dir = "build/lint-cache"\n')
+    assert cached(project, "src").returncode == 1
+    folder = project / "build" / "lint-cache"
+    tag = (folder / "CACHEDIR.TAG").read_text()
+    assert tag.startswith("Signature: 8a477f597d28d172789f06886806bc55\n") and "ptlint" in tag
+    assert (folder / ".gitignore").read_text() == "# created by ptlint\n*\n"
+    assert not (project / ".gitignore").exists()
+    (folder / "mine.txt").write_text("not ptlint's\n")
+    proc = cached(project, "clean")
+    assert proc.returncode == 0
+    assert files_of(folder) == {"mine.txt", "CACHEDIR.TAG", ".gitignore"}
+    assert "kept 1 entry ptlint did not write" in proc.stderr
+    (folder / "mine.txt").unlink()
+    assert cached(project, "clean").returncode == 0
+    assert not folder.exists() and (project / "build").is_dir()
+    assert files_of(project) == {"src", "src/train.py", "notes.txt", "pyproject.toml", "build"}
+
+
+def test_an_empty_folder_is_adopted_and_a_cache_of_an_untagged_release_kept(project):
+    (project / ".ptlint_cache").mkdir()
+    assert cached(project, "src").returncode == 1
+    assert (project / ".ptlint_cache" / "CACHEDIR.TAG").is_file()
+    assert cached(project, "clean").returncode == 0 and not (project / ".ptlint_cache").exists()
+    old = project / ".ptlint_cache"  # as ptlint 0.1.0 left it: .gitignore and a version folder
+    (old / "0.0.9" / "ab").mkdir(parents=True)
+    (old / "0.0.9" / "ab" / ("ab" + "0" * 62)).write_bytes(b"entry")
+    (old / ".gitignore").write_text("# created by ptlint\n*\n")
+    assert cached(project, "src").returncode == 1
+    assert cached(project, "clean").returncode == 0 and not old.exists()
+
+
+def test_a_dangling_gitignore_link_in_the_cache_creates_nothing(project, tmp_path):
+    assert cached(project, "src").returncode == 1
+    ignore = project / ".ptlint_cache" / ".gitignore"
+    ignore.unlink()
+    target = tmp_path / "elsewhere" / "created"
+    (tmp_path / "elsewhere").mkdir()
+    ignore.symlink_to(target)
+    (project / "src" / "other.py").write_text(DP + "# changed\n")  # a new entry is written
+    assert cached(project, "src").returncode == 1
+    assert not target.exists()
+    for entry in ("CACHEDIR.TAG", ".gitignore"):  # nor a link of the same name, elsewhere
+        (project / ".ptlint_cache" / entry).unlink()
+        (project / ".ptlint_cache" / entry).symlink_to(target)
+    assert cached(project, "src").returncode == 2  # no longer ptlint's: refused
+    assert not target.exists()
+
+
+def test_clean_of_a_symlinked_cache_removes_the_entries_it_points_to(project, tmp_path):
+    outside = tmp_path / "fast-disk" / "cache"
+    outside.mkdir(parents=True)
+    (project / ".ptlint_cache").symlink_to(outside)
+    assert cached(project, "src").returncode == 1
+    assert any(p.is_file() and len(p.name) == 64 for p in outside.rglob("*"))
+    proc = cached(project, "clean")
+    assert proc.returncode == 0 and "removed the cache" in proc.stderr
+    assert list(outside.iterdir()) == []  # the link and its folder stay, empty
+    assert (project / ".ptlint_cache").is_symlink()
+    assert cached(project, "src").returncode == 1  # and serve again
+    assert cached(project, "src").returncode == 1
+
+
+def test_a_cache_dir_linked_to_the_project_is_refused(project):
+    (project / ".ptlint_cache").symlink_to(project)
+    assert cached(project, "src").returncode == 2
+    assert cached(project, "clean").returncode == 2
+    assert (project / "src" / "train.py").read_text() == DP and (project / "notes.txt").exists()
+
+
+# -- the cache answers only for the file and settings it was made for (item 9) -----------------
+def test_same_content_in_another_folder_is_not_answered_from_the_cache(project):
+    """The key is the resolved path, not the path as typed: per-file-ignores make
+    the same text clean in tests/ and a finding in src/."""
+    (project / "pyproject.toml").write_text('[tool.ptlint.per-file-ignores]\n"tests/**" = ["PTL102"]\n')
+    (project / "tests").mkdir()
+    (project / "tests" / "train.py").write_text(DP)
+    assert cached(project, "train.py", cwd=project / "tests").returncode == 0
+    proc = cached(project, "train.py", "--output-format", "concise", cwd=project / "src")
+    assert proc.returncode == 1 and proc.stdout.startswith("train.py:2:5: PTL102")
+    typed = str(project / "src" / "train.py")
+    proc = cached(project, typed, "--output-format", "concise", cwd=project / "src")
+    assert proc.stdout.startswith(f"{typed}:2:5: PTL102")  # named as typed, served from the cache
+
+
+def _entry(project: Path, path: str) -> Path:
+    """Where the cache keeps `path`'s findings: anyone can compute it."""
+    from ptlint.config import load_config
+    from ptlint.io.cache import Cache
+
+    cache = Cache(load_config(None))
+    key = cache.key(path, (project / path).read_bytes())
+    folder = project / ".ptlint_cache" / __import__("ptlint").__version__ / key[:2]
+    return folder / key
+
+
+@pytest.mark.parametrize("fmt", ["concise", "sarif"])
+def test_a_crafted_cache_entry_neither_hides_findings_nor_crashes(project, tmp_path, fmt,
+                                                                 monkeypatch):
+    import hashlib
+    import hmac
+    import pickle
+
+    from ptlint.model import Finding, Position, Span
+
+    monkeypatch.chdir(project)
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    assert cached(project, "src", **env).returncode == 1  # the cache exists, and the user's key
+    entry = _entry(project, "src/train.py")
+    assert entry.is_file()
+    unknown = [Finding("src/train.py", "PTL999", "made-up", "made up", Span(Position(1, 0),
+                                                                        Position(1, 1)))]
+
+    def signed(body: bytes) -> bytes:
+        secret = (tmp_path / "xdg" / "ptlint" / "key").read_bytes()
+        return hmac.new(secret, entry.name.encode() + b"\0" + body, hashlib.sha256).digest() + body
+
+    for crafted in [
+        lambda: pickle.dumps([]),  # unsigned: what a repository could ship
+        lambda: pickle.dumps(unknown),
+        lambda: b"\0" * 32 + pickle.dumps([]),  # signed with a key that is not the user's
+        lambda: signed(pickle.dumps(unknown)),  # signed, but not a finding this run makes
+    ]:
+        entry.write_bytes(crafted())
+        proc = cached(project, "src", "--output-format", fmt, **env)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert "PTL102" in proc.stdout and "PTL999" not in proc.stdout

@@ -278,17 +278,17 @@ def test_cache_entries_that_are_damaged_or_crafted_are_misses(tmp_path):
     key = cache.key("a.py", DP.encode())
     findings = lint_text(DP, "a.py", settings).findings
     cache.put(key, findings)
-    assert cache.get(key) == findings
+    assert cache.get(key, "a.py") == findings
     entry = cache.folder / key[:2] / key
     entry.write_bytes(b"\x80\x04garbage")
-    assert cache.get(key) is None
+    assert cache.get(key, "a.py") is None
 
     class Payload:
         def __reduce__(self):
             return (os.system, (f"touch {tmp_path / 'pwned'}",))
 
     entry.write_bytes(pickle.dumps([Payload()]))
-    assert cache.get(key) is None
+    assert cache.get(key, "a.py") is None
     assert not (tmp_path / "pwned").exists()
 
 

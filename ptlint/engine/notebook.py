@@ -416,7 +416,7 @@ def process(path: Path, data: bytes, job: Job, write: bool = True) -> Outcome:
 
     cache = Cache(settings) if job.cache and write else None
     key = cache.key(name, data) if cache else ""
-    cached = cache.get(key) if cache else None
+    cached = cache.get(key, name) if cache else None
     if cached is not None and (job.mode == "check" or not any(
         f.fix and settings.fix_allowed(f.code, f.fix.safety, unsafe=job.unsafe) for f in cached
     )):

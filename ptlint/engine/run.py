@@ -32,7 +32,7 @@ def cached_outcome(path: Path, job: Job, cache: Cache) -> Outcome | None:
         data = path.read_bytes()
     except OSError:
         return None
-    cached = cache.get(cache.key(str(path), data))
+    cached = cache.get(cache.key(str(path), data), str(path))
     return Outcome(str(path), cached, text=None) if _usable(cached, job) else None
 
 
@@ -50,7 +50,7 @@ def process_file(path: Path, job: Job) -> Outcome:
         return notebook.process(path, data, job)
     cache = Cache(job.settings) if job.cache else None
     key = cache.key(name, data) if cache else ""
-    cached = cache.get(key) if cache else None
+    cached = cache.get(key, name) if cache else None
     if _usable(cached, job):
         return Outcome(name, cached, text=None)
     try:
