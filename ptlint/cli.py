@@ -83,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif not argv:
         argv = ["check"]
     signal.signal(signal.SIGTERM, _terminate)
+    if hasattr(signal, "SIGHUP"):  # the terminal was closed: stop as for SIGTERM
+        signal.signal(signal.SIGHUP, _terminate)
     _tolerant_streams()
     try:
         args = build_parser().parse_args(argv)

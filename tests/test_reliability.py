@@ -9,6 +9,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -430,3 +434,76 @@ def test_a_crafted_cache_entry_neither_hides_findings_nor_crashes(project, tmp_p
         proc = cached(project, "src", "--output-format", fmt, **env)
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
         assert "PTL102" in proc.stdout and "PTL999" not in proc.stdout
+
+
+# -- worker processes (items 3, 21) -------------------------------------------------------
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for an init that may never reap it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _wait_for(condition, seconds: float = 120) -> bool:
+    """Poll a condition that holds at once or never: the bound only ends a failure."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("how", ["SIGKILL to ptlint", "SIGHUP to the terminal's processes"])
+def test_workers_end_with_ptlint(tmp_path, how):
+    """A closed terminal, SIGKILL or the OOM killer: no worker goes on fixing files."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(8):  # each blocks the worker that lints it
+        (src / f"f{i}.py").write_text(DP + "# BLOCK-ME\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ptlint", "--no-cache", "-j", "2", "--select", "PTL997", "--fix",
+         str(src)], env=_env(PTLINT_TEST_PID_DIR=str(pids)), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    workers: list[int] = []
+    try:
+        assert _wait_for(lambda: len(list(pids.iterdir())) == 2)
+        workers = [int(p.name) for p in pids.iterdir()]
+        assert proc.pid not in workers and all(map(_alive, workers))
+        if how.startswith("SIGKILL"):
+            proc.kill()
+        else:
+            os.killpg(proc.pid, signal.SIGHUP)
+        proc.wait(timeout=60)
+        assert _wait_for(lambda: not any(map(_alive, workers)), 60), "workers outlived ptlint"
+    finally:
+        for pid in [*workers, proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def test_a_dead_worker_is_replaced_and_the_pool_kept(tmp_path):
+    """The file that kills a worker is found and skipped; the other files still go
+    to a pool of two workers, not to a fresh process each."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(40):  # the largest file goes first: every other result is lost with it
+        (src / f"f{i:02}.py").write_text(DP + ("# CRASH-ME\n" + "# padding\n" * 100 if i == 7 else ""))
+    proc = ptlint(str(src), "-j", "2", "--select", "PTL102,PTL994,PTL997", "--output-format",
+                  "concise", env=_env(PTLINT_TEST_PID_DIR=str(pids)))
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"error: {src / 'f07.py'}: ptlint's worker process died on this file (a crash in the "
+        "parser, or out of memory); file skipped"]
+    assert proc.stdout.count("PTL102") == 39
+    # two pools of two broken by the file, it alone, then a pool of two for the rest
+    assert len(list(pids.iterdir())) <= 7

@@ -666,8 +666,9 @@ def test_warm_run_answers_cached_files_without_workers(tmp_path, monkeypatch):
     job = Job(settings)
     cold = runner.run(files, job, jobs=2)
     pooled: list[list] = []
-    real = runner._in_pool
-    monkeypatch.setattr(runner, "_in_pool", lambda f, j, n: pooled.append(f) or real(f, j, n))
+    real = runner.run_in_pool
+    monkeypatch.setattr(runner, "run_in_pool",
+                        lambda f, w, j, n: pooled.append(f) or real(f, w, j, n))
     warm = runner.run(files, job, jobs=2)
     assert pooled == []
     assert [o.findings for o in warm] == [o.findings for o in cold]

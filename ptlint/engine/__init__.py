@@ -9,7 +9,7 @@
 - `fix`: apply fixes until nothing changes, re-parsing each pass (`fix_text`).
 - `notebook`: a notebook's code cells linted and fixed as one module.
 - `job`: what one file's work asks for and gives back; `run`: many files,
-  in parallel, through the cache.
+  through the cache; `pool`: the worker processes that run them in parallel.
 
 May import: `ptlint.analysis`, `ptlint.io`, `ptlint.model`, `ptlint.rule`,
 `ptlint.config`. Never the CLI, output or verify packages. This package's

@@ -104,3 +104,24 @@ class WritesNewerPython(Rule):
                 handler.type.value == "NeedsGroup":
             self.report(node, replacement=cst.parse_statement(
                 "try:\n    pass\nexcept* NeedsGroup:\n    pass\n"))
+
+
+class RecordsItsProcess(Rule):
+    """Notes the process that lints each file in $PTLINT_TEST_PID_DIR (one empty
+    file per process id); on a file containing BLOCK-ME it then blocks, as a
+    long file would, until it is killed (at most five minutes)."""
+
+    code = "PTL997"
+    message = "test: records its process, may block"
+    default_enabled = False
+
+    def visit_Module(self, node: cst.Module) -> None:
+        folder = os.environ.get("PTLINT_TEST_PID_DIR")
+        if folder:
+            open(os.path.join(folder, str(os.getpid())), "a").close()
+        if "BLOCK-ME" in self.context.source:
+            import time
+
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                time.sleep(0.5)
