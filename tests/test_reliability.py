@@ -136,20 +136,20 @@ NB_CONCISE = ("--select", "PTL000,PTL101,PTL102", "--output-format", "concise")
 
 
 @pytest.mark.parametrize("bad, finding", [
-    ("s = 'a\x00b'\n", "cell 1:1:7: PTL000 SyntaxError: source code cannot contain null bytes"),
+    ("s = 'a\x00b'\n", "cell 2:1:7: PTL000 SyntaxError: source code cannot contain null bytes"),
     ("x = " + "(" * 1000 + "1" + ")" * 1000 + "\n",
-     "cell 1:1:205: PTL000 SyntaxError: too many nested parentheses"),
-    ("def f(:\n    pass\n", "cell 1:1:7: PTL000 SyntaxError: invalid syntax"),
+     "cell 2:1:205: PTL000 SyntaxError: too many nested parentheses"),
+    ("def f(:\n    pass\n", "cell 2:1:7: PTL000 SyntaxError: invalid syntax"),
 ])
 def test_one_invalid_cell_hides_nothing_of_the_others(tmp_path, bad, finding):
     path = tmp_path / "nb.ipynb"
     path.write_text(notebook(DP, bad, f"x = {CUDA}\n"))
     proc = ptlint(str(path), *NB_CONCISE)
     assert [line for line in proc.stdout.splitlines() if line.startswith(str(path))] == [
-        f"{path}:cell 0:2:5: PTL102 `DataParallel` is slower than `DistributedDataParallel`, "
+        f"{path}:cell 1:2:5: PTL102 `DataParallel` is slower than `DistributedDataParallel`, "
         "even on one machine",
         f"{path}:{finding}",
-        f"{path}:cell 2:1:5: PTL101 Tensor created on the CPU and then moved; pass `device=` to "
+        f"{path}:cell 3:1:5: PTL101 Tensor created on the CPU and then moved; pass `device=` to "
         "the factory instead"]
     proc = ptlint(str(path), "--select", "PTL101", "--fix")  # the other cells are still fixed
     assert "Fixed 1 finding, 1 remaining." in proc.stdout  # the PTL000
@@ -162,9 +162,9 @@ def test_a_cell_nested_deeper_than_ptlint_parses_is_named_and_skipped(tmp_path):
     proc = ptlint(str(path), *NB_CONCISE)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        f"error: {path}:cell 1:1: expression nested about 602 levels deep; ptlint parses at most "
+        f"error: {path}:cell 2:1: expression nested about 602 levels deep; ptlint parses at most "
         "500 levels; cell skipped"]
-    assert f"{path}:cell 0:2:5: PTL102" in proc.stdout and f"{path}:cell 2:1:5: PTL101" in proc.stdout
+    assert f"{path}:cell 1:2:5: PTL102" in proc.stdout and f"{path}:cell 3:1:5: PTL101" in proc.stdout
 
 
 def test_a_form_feed_in_one_cell_keeps_the_fixes_of_the_others(tmp_path):
@@ -176,7 +176,7 @@ def test_a_form_feed_in_one_cell_keeps_the_fixes_of_the_others(tmp_path):
     proc = ptlint(str(path), "--select", "PTL101,PTL102", "--fix", "--unsafe-fixes",
                   "--output-format", "concise")
     assert "Fixed 2 findings, 1 remaining." in proc.stdout, proc.stdout
-    assert re.search(rf"^{re.escape(str(path))}:cell 1:2:\d+: PTL101 ", proc.stdout, re.M)
+    assert re.search(rf"^{re.escape(str(path))}:cell 2:2:\d+: PTL101 ", proc.stdout, re.M)
     assert sources(path) == [
         "import torch\nfrom torch.nn.parallel import DistributedDataParallel\n\n"
         "m = DistributedDataParallel(model) if torch.distributed.is_initialized() else model\n",
