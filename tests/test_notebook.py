@@ -14,7 +14,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from conftest import EXPECT, FIXTURES, ROOT, run_cli, settings_for
 from ptlint.engine import notebook
 from ptlint.engine.job import Job
-from ptlint.engine.notebook import Layout
+from ptlint.engine.cells import Layout
 from ptlint.io import ipython, notebook as nbfile
 from ptlint.io.ipython import mask, unmask
 from ptlint.io.notebook import Notebook

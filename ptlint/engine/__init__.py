@@ -7,7 +7,8 @@
 - `safety`: what every fix must respect before it is offered (comments kept,
   imports that reach their use, quotes that fit an f-string).
 - `fix`: apply fixes until nothing changes, re-parsing each pass (`fix_text`).
-- `notebook`: a notebook's code cells linted and fixed as one module.
+- `cells`: a notebook's code cells as one module, and positions mapped back;
+  `notebook`: the cells linted and fixed as one module.
 - `job`: what one file's work asks for and gives back; `run`: many files,
   through the cache; `pool`: the worker processes that run them in parallel.
 
