@@ -12,7 +12,7 @@ from typing import Sequence
 
 from ptlint import __version__
 
-COMMANDS = ("check", "rule", "rules", "clean", "verify")
+COMMANDS = ("check", "rule", "rules", "clean", "verify", "server")
 
 
 def _codes(text: str) -> list[str]:
@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify.add_arguments(sub.add_parser(
         "verify", help="run rules' bad and fixed programs: check, time, measure memory"))
+    sub.add_parser("server", help="a language server over stdio, for editors "
+                                  '(needs pip install "ptlint[server]")')
     return parser
 
 
@@ -98,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ptlint.verify import command as verify
 
             return verify.main(args)
+        if args.command == "server":
+            from ptlint.server import main as serve
+
+            return serve()
         return cmd_check(args)
     except KeyboardInterrupt:
         print("ptlint: interrupted", file=sys.stderr)

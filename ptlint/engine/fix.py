@@ -108,7 +108,7 @@ def add_imports(text: str, imports: Iterable[str]) -> str:
     return code
 
 
-def _apply(text: str, fixes: Sequence[Fix]) -> str | None:
+def apply_fixes(text: str, fixes: Sequence[Fix]) -> str | None:
     """`text` with the fixes' edits and imports, or None when the imports cannot
     be added because the edited text does not parse."""
     edited = apply_edits(text, [e for f in fixes for e in f.edits])
@@ -160,12 +160,12 @@ def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> Fix
         if not chosen:
             result.errors[:0] = errors
             return FixResult(text, applied, result)
-        new = _apply(text, chosen)
+        new = apply_fixes(text, chosen)
         if new is None or not valid(new, path, compiles=compiles, oldest=oldest):
             by_fix = {id(f.fix): f for f in candidates}
             broke = False
             for fix in chosen:
-                single = _apply(text, [fix])
+                single = apply_fixes(text, [fix])
                 if single is None or not valid(single, path, compiles=compiles, oldest=oldest):
                     bad = by_fix[id(fix)]
                     rejected.add(_fix_key(text, bad))
@@ -178,7 +178,7 @@ def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> Fix
                 continue
             # Each fix is fine alone but not all together: one per pass.
             chosen = chosen[:1]
-            new = _apply(text, chosen)
+            new = apply_fixes(text, chosen)
             assert new is not None
         applied += len(chosen)
         text = new

@@ -8,7 +8,7 @@ from typing import Iterable
 from ptlint.io.text import line_starts, line_text
 from ptlint.model import Finding
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.I)
+NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.I)
 _FILE_NOQA = re.compile(r"^[ \t\f]*#\s*ptlint:\s*noqa\b(?::\s*(?P<codes>[A-Z0-9,\s]+))?", re.I | re.M)
 
 
@@ -27,7 +27,7 @@ def _line_codes(line: str) -> str | set[str] | None:
     if "noqa" not in line.lower():
         return None
     codes: set[str] = set()
-    for match in _NOQA.finditer(line):
+    for match in NOQA.finditer(line):
         listed = match.group("codes")
         if listed is None:
             return "ALL"
