@@ -4,6 +4,7 @@ given version, ask for code actions and apply their edits to the text the
 client holds."""
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import os
@@ -110,13 +111,15 @@ class Editor:
         return [p for p in self.published if p.uri == doc]
 
     async def actions(self, doc: str, diagnostic: types.Diagnostic | None = None,
-                      only: list[str] | None = None) -> list[types.CodeAction]:
+                      only: list[str] | None = None) -> list[types.CodeAction | types.Command]:
+        """The actions for `diagnostic`'s range (pytest-lsp's client reads an action
+        that only runs a command as a `Command`)."""
         where = diagnostic.range if diagnostic else types.Range(types.Position(0, 0),
                                                                types.Position(0, 0))
         found = await self.client.text_document_code_action_async(types.CodeActionParams(
             types.TextDocumentIdentifier(doc), where,
             types.CodeActionContext(diagnostics=[diagnostic] if diagnostic else [], only=only)))
-        return [a for a in found or [] if isinstance(a, types.CodeAction)]
+        return list(found or [])
 
     async def resolved(self, action: types.CodeAction) -> types.CodeAction:
         if action.edit is None and action.command is None:
@@ -144,6 +147,19 @@ class Editor:
                 text = text[:begin] + new + text[end:]
             out[doc] = text
         return out
+
+
+def command_of(action: types.CodeAction | types.Command) -> tuple[str, list | None]:
+    """The command an action runs. lsprotocol reads any code action that has a
+    `command` as a Command, whose `command` then holds the action's command
+    object, printed: read it back."""
+    command = action.command
+    if isinstance(command, types.Command):
+        return command.command, command.arguments
+    if isinstance(command, str) and command.startswith("{"):
+        found = ast.literal_eval(command)
+        return found["command"], found.get("arguments")
+    return str(command), getattr(action, "arguments", None)
 
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?")
