@@ -38,8 +38,9 @@ class PtlintServer(LanguageServer):
             "ptlint", __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
             notebook_document_sync=types.NotebookDocumentSyncOptions(
-                notebook_selector=[types.NotebookDocumentFilterWithCells(
-                    cells=[types.NotebookCellLanguage(language="python")])],
+                # "*": every notebook type (Jupyter, VS Code's interactive window)
+                notebook_selector=[types.NotebookDocumentFilterWithNotebook(
+                    notebook="*", cells=[types.NotebookCellLanguage(language="python")])],
                 save=True,
             ),
         )
