@@ -53,6 +53,7 @@ class PtlintServer(LanguageServer):
         self.waiting: set[str] = set()  # targets whose lint is still in its debounce
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="ptlint-lint")
         self.shown: set[str] = set()  # messages already shown to the user
+        self.problems: list[str] = []  # with the initialization options, shown when initialized
         self.shut_down = False
 
     # -- messages to the user -----------------------------------------------------
@@ -234,7 +235,7 @@ def initialize(ls: PtlintServer, params: types.InitializeParams) -> None:
     ls.encoding = getattr(encoding, "value", encoding)
     if params.trace is not None:
         ls.protocol.trace = params.trace
-    ls.problems = problems  # type: ignore[attr-defined]
+    ls.problems = problems
     if params.process_id is not None and os.name == "posix":
         asyncio.get_running_loop().create_task(_watch_parent(params.process_id))
 
@@ -252,7 +253,7 @@ async def _watch_parent(pid: int) -> None:
 
 
 async def initialized(ls: PtlintServer, params: types.InitializedParams) -> None:
-    for problem in getattr(ls, "problems", []):
+    for problem in ls.problems:
         ls.tell(problem, types.MessageType.Warning)
     if ls.capability("workspace.did_change_watched_files.dynamic_registration"):
         watchers = [types.FileSystemWatcher(glob_pattern=f"**/{name}") for name in CONFIG_FILES]
