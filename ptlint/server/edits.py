@@ -11,12 +11,12 @@ import tokenize
 
 from lsprotocol import types
 
-from ptlint.engine.guard import python_verdict
+from ptlint.engine.guard import fits_oldest_python, python_verdict, valid
 from ptlint.engine.suppress import NOQA
 from ptlint.io.ipython import mask
 from ptlint.io.text import line_starts
 from ptlint.server.documents import Lines
-from ptlint.server.lint import Item, Linted
+from ptlint.server.lint import Item, Linted, path_name
 
 
 def _compiles(text: str, cell: bool) -> bool:
@@ -61,15 +61,21 @@ def fixed(linted: Linted, item: Item) -> dict[str, str] | None:
     if linted.cells is not None:
         sources = linted.cells.with_fix(item.source)
         return None if sources is None else _checked(linted, _by_uri(linted, sources))
-    new = apply_fixes(linted.snapshot.text, [item.source.fix])
-    return None if new is None else _checked(linted, {linted.snapshot.uri: new})
+    text = linted.snapshot.text
+    new = apply_fixes(text, [item.source.fix])
+    # the checks `ptlint --fix` makes: LibCST parses it, and what compiled (and fit
+    # the oldest Python supported) still does
+    compiled = python_verdict(text, full=True) is None
+    if new is None or not valid(new, path_name(linted.snapshot), compiles=compiled,
+                                oldest=compiled and fits_oldest_python(text)):
+        return None
+    return _checked(linted, {linted.snapshot.uri: new})
 
 
 def fixed_all(linted: Linted) -> dict[str, str] | None:
     """The texts with every allowed fix applied (unsafe ones only when
     `unsafe-fixes` is on), as `ptlint --fix` would write them."""
     from ptlint.engine.fix import fix_text
-    from ptlint.server.lint import path_name
 
     settings = linted.settings
     if settings is None:
