@@ -60,12 +60,8 @@ class Editor:
     def change(self, doc: str, text: str) -> int:
         """Send the new text as one edit of the range that changed."""
         old = self.texts[doc]
-        head = 0
-        while head < min(len(old), len(text)) and old[head] == text[head]:
-            head += 1
-        tail = 0
-        while tail < min(len(old), len(text)) - head and old[-1 - tail] == text[-1 - tail]:
-            tail += 1
+        head = len(os.path.commonprefix([old, text]))
+        tail = len(os.path.commonprefix([old[head:][::-1], text[head:][::-1]]))
         change = types.TextDocumentContentChangePartial(
             range=types.Range(position(old, head, self.encoding),
                               position(old, len(old) - tail, self.encoding)),

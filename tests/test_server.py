@@ -179,6 +179,11 @@ async def test_a_configuration_change_is_seen_without_file_watching(tmp_path):
         config.write_text("ignore = []\n")
         ed.change(doc, DP + "\n")
         assert [d.code for d in await ed.diagnostics(doc)] == ["PTL102"]
+        config.write_text('ignore = ["PTL102"]\n')  # and on save, with no edit at all
+        since = ed.mark()
+        ed.client.text_document_did_save(types.DidSaveTextDocumentParams(
+            types.TextDocumentIdentifier(doc)))
+        assert await ed.wait(lambda pub: pub.uri == doc, since) == []
 
 
 async def test_initialization_options_override_the_configuration(tmp_path):
