@@ -105,7 +105,7 @@ def _only_imports_added(expected: str, actual: str) -> None:
 def edits_checked():
     """Every pass of the fix loop that is applied must change only its edits'
     spans, plus whole import lines."""
-    real = engine_fix._apply
+    real = engine_fix.apply_fixes
 
     def checked(text, fixes):
         new = real(text, fixes)
@@ -113,7 +113,7 @@ def edits_checked():
             _only_imports_added(_reference_apply(text, [e for f in fixes for e in f.edits]), new)
         return new
 
-    with mock.patch.object(engine_fix, "_apply", checked):
+    with mock.patch.object(engine_fix, "apply_fixes", checked):
         yield
 
 
