@@ -143,7 +143,7 @@ def _lint(snapshot: Snapshot, settings: Settings) -> Linted:
         items = [Item(snapshot.uri, f, f) for f in result.findings]
         return Linted(snapshot, settings, items, result.errors)
     uris = {index: uri for index, uri, _ in snapshot.cells}
-    cells = lint_cells(((index, text) for index, _, text in snapshot.cells), name, settings)
+    cells = lint_cells([(index, text) for index, _, text in snapshot.cells], name, settings)
     items = [Item(uris[shown.cell], shown, source) for shown, source in cells.pairs()
              if shown.cell in uris]
     return Linted(snapshot, settings, items, cells.result.errors, cells=cells)
