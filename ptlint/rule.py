@@ -17,6 +17,7 @@ from ptlint.analysis.walk import Visitor
 
 if TYPE_CHECKING:
     from ptlint.analysis.names import NameResolver
+    from ptlint.analysis.semantic import SemanticModel
 
 DOCS_URL = "https://github.com/ptlint/ptlint/blob/main/docs/rules.md#{code}"
 
@@ -45,6 +46,7 @@ class Context:
     timings: dict[str, float] | None = None  # per-rule seconds, when --timings asks
     reports: list[Report] = field(default_factory=list)
     shared: dict = field(default_factory=dict)  # what rules work out once for all of them
+    semantic: "SemanticModel | None" = None  # when an enabled rule asks for it
 
 
 def _kebab(name: str) -> str:
@@ -71,6 +73,8 @@ class Rule(Visitor):
     requires_text: ClassVar[tuple[str, ...]] = ()
     # PEP 440 specifier the target torch version must satisfy for the rule to run.
     torch_versions: ClassVar[str | None] = None
+    # The rule queries the file's semantic model (`self.model`).
+    semantic: ClassVar[bool] = False
     name: ClassVar[str]
     failed: "RuleError | None" = None
 
@@ -86,6 +90,13 @@ class Rule(Visitor):
     def qualified_name(self, node: cst.CSTNode) -> str | None:
         """What `node` (a name, attribute chain, or the callee of a call) refers to."""
         return self.context.names.qualified_name(node)
+
+    @property
+    def model(self) -> "SemanticModel":
+        """The file's semantic model (`ptlint.analysis.semantic`), for rules
+        that declare `semantic = True`."""
+        assert self.context.semantic is not None, f"{self.code} does not declare `semantic`"
+        return self.context.semantic
 
     def is_name(self, node: cst.CSTNode, *qualified: str) -> bool:
         return self.context.names.qualified_name(node) in qualified

@@ -21,12 +21,16 @@ _BUILTINS = frozenset(dir(builtins))
 _LOCAL = ""  # a binding that is not an import: shadows whatever was imported
 
 
-class _Scope:
-    __slots__ = ("bindings", "is_class")
+class Scope:
+    """The bindings of one function, class, comprehension or the module; kept
+    after the walk (with its parent) so that names can be resolved later."""
 
-    def __init__(self, is_class: bool = False) -> None:
+    __slots__ = ("bindings", "is_class", "parent")
+
+    def __init__(self, parent: "Scope | None" = None, is_class: bool = False) -> None:
         self.bindings: dict[str, str] = {}
         self.is_class = is_class
+        self.parent = parent
 
 
 def dotted(node: cst.BaseExpression) -> str | None:
@@ -69,23 +73,27 @@ class NameResolver(Visitor):
 
     def __init__(self) -> None:
         super().__init__()
-        self.scopes: list[_Scope] = [_Scope()]
+        self.scopes: list[Scope] = [Scope()]
 
     # -- queries -------------------------------------------------------
-    def lookup(self, name: str) -> str | None:
-        innermost = self.scopes[-1]
-        for scope in reversed(self.scopes):
-            if scope.is_class and scope is not innermost:
-                continue  # class bodies are not visible from nested functions
-            found = scope.bindings.get(name)
-            if found is not None:
-                return found or None
+    def lookup(self, name: str, scope: Scope | None = None) -> str | None:
+        """What `name` means in `scope` (by default where the walk is now).
+        After the walk a scope holds all its bindings, so a name rebound after
+        the node asked about resolves to its last binding there."""
+        innermost = current = scope or self.scopes[-1]
+        while current is not None:
+            if not current.is_class or current is innermost:  # class bodies are not
+                found = current.bindings.get(name)       # visible from nested functions
+                if found is not None:
+                    return found or None
+            current = current.parent
         if name in _BUILTINS:
             return f"builtins.{name}"
         return None
 
-    def qualified_name(self, node: cst.CSTNode) -> str | None:
-        """The fully qualified name `node` refers to, or None.
+    def qualified_name(self, node: cst.CSTNode, scope: Scope | None = None) -> str | None:
+        """The fully qualified name `node` refers to, or None; in `scope` when
+        given (see `lookup`), else where the walk is now.
 
         Never looks through calls: `torch.nn.Linear(3, 3).cuda` has none.
         """
@@ -97,7 +105,7 @@ class NameResolver(Visitor):
             node = node.value
         if type(node) is not cst.Name:
             return None
-        base = self.lookup(node.value)
+        base = self.lookup(node.value, scope)
         if base is None:
             return None
         parts.append(base)
@@ -112,7 +120,7 @@ class NameResolver(Visitor):
         bindings[name] = qualified
 
     def _push(self, is_class: bool = False) -> None:
-        self.scopes.append(_Scope(is_class))
+        self.scopes.append(Scope(self.scopes[-1], is_class))
 
     def _bind_params(self, params: cst.Parameters) -> None:
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):

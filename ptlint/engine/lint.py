@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Sequence
 import libcst as cst
 
 from ptlint.analysis.names import NameResolver, ScopeExit
+from ptlint.analysis.semantic import SemanticModel
 from ptlint.analysis.walk import walk
 from ptlint.engine.guard import (lost_lines, parse, python_verdict, syntax_error, syntax_finding,
                                  too_deep)
@@ -16,7 +17,7 @@ from ptlint.engine.locate import build_findings
 from ptlint.engine.suppress import file_noqa, without_noqa
 from ptlint.io.text import one_line
 from ptlint.model import Finding
-from ptlint.rule import Context, Rule, rule_failed
+from ptlint.rule import Context, Rule, RuleError, rule_failed
 
 if TYPE_CHECKING:
     from ptlint.config import Settings
@@ -92,9 +93,23 @@ def lint_text(
             instances.append(rule(context))
         except Exception as exc:  # noqa: BLE001 - one rule's bug must not hide the others
             result.errors.append(f"{path}: internal error in {rule.code}: {one_line(exc)}")
+    visitors = [names, *instances, ScopeExit(names)]
+    if any(rule.semantic for rule in instances):
+        # built only for files an enabled rule needs it for, before every rule
+        context.semantic = SemanticModel(names, timings)
+        visitors.insert(1, context.semantic)
+
+    def failed(visitor: object, exc: Exception) -> bool:
+        if visitor is context.semantic and visitor is not None:  # the rules that rely on it fail
+            for rule in instances:
+                if rule.semantic and rule.failed is None:
+                    rule.failed = RuleError(rule.code, exc)
+            return True
+        return rule_failed(visitor, exc)
+
     t0 = clock()
     try:
-        walk(module, [names, *instances, ScopeExit(names)], on_error=rule_failed)
+        walk(module, visitors, on_error=failed)
     except RecursionError:
         result.errors.append(f"{path}: too deeply nested for the rules; file skipped")
         return result
