@@ -4,11 +4,13 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.fixers.arguments import keyword, without_keywords
-from ptlint.analysis.loops import LoopAwareRule, LoopFrame, is_backward_call, loss_keys
+from ptlint.analysis.dataflow import assignments, loss_keys
+from ptlint.analysis.semantic import BACKPROP, BACKWARD, Loop
 from ptlint.model import Safety
+from ptlint.rule import Rule
 
 
-class RetainGraphWithoutReuse(LoopAwareRule):
+class RetainGraphWithoutReuse(Rule):
     """
     ## What it does
     Flags `loss.backward(retain_graph=True)` inside a loop when nothing
@@ -67,40 +69,47 @@ class RetainGraphWithoutReuse(LoopAwareRule):
     fix_title = "Remove `retain_graph=True`"
     fix_safety = Safety.UNSAFE
     requires_text = ("retain_graph",)
-    track_assignments = True
+    semantic = True
 
-    def visit_Call(self, node: cst.Call) -> None:
-        super().visit_Call(node)
-        if self.loop is None or not is_backward_call(node):
-            return
-        retain = keyword(node, "retain_graph")
-        if retain is None or not (isinstance(retain.value, cst.Name) and retain.value.value == "True"):
-            return
-        if keyword(node, "create_graph") is not None or any(a.star for a in node.args):
-            return
-        self.defer(node, loss_keys(node))
+    def leave_Module(self, node: cst.Module) -> None:
+        for function in self.model.functions:
+            for root in function.loops:
+                if root.parent is None:
+                    self._check(root)
 
-    def resolve_loops(self, root: LoopFrame) -> None:
-        assigned = {k for a in root.assigns for k in a.targets}
-        for frame in root.walk():
-            for item in frame.items:
-                if any(order > item.order for order in root.backprops):
-                    continue  # a later backward pass may reuse the graph
-                if _reads_from_before_the_loop(item.data, root, assigned):
-                    continue
-                self.report(item.node, replacement=without_keywords(item.node, "retain_graph"))
+    def _check(self, root: Loop) -> None:
+        sites = sorted((s for loop in root.walk() for s in loop.sites), key=lambda s: s.order)
+        backprops = [s.order for s in sites if s.kind in (BACKWARD, BACKPROP)]
+        assigned = None
+        for site in sites:
+            call = site.node
+            if site.kind != BACKWARD or not isinstance(call.func, cst.Attribute):
+                continue
+            retain = keyword(call, "retain_graph")
+            if retain is None or not (isinstance(retain.value, cst.Name)
+                                      and retain.value.value == "True"):
+                continue
+            if keyword(call, "create_graph") is not None or any(a.star for a in call.args):
+                continue
+            if any(order > site.order for order in backprops):
+                continue  # a later backward pass may reuse the graph
+            if assigned is None:
+                assigned = assignments(root.events, root.function.resolve)
+            if not _reads_from_before_the_loop(loss_keys(call), assigned):
+                self.report(call, replacement=without_keywords(call, "retain_graph"))
 
 
-def _reads_from_before_the_loop(losses: set[str], root: LoopFrame, assigned: set[str]) -> bool:
+def _reads_from_before_the_loop(losses: set[str], assigns: list) -> bool:
     """Whether the loss is computed, through the loop's assignments, from a
     plain lower-case name that the loop never assigns (a tensor built before
     the loop may hold a graph the next iteration backpropagates through)."""
+    assigned = {k for a in assigns for k in a.targets}
     seen = set(losses)
     work = list(losses)
     outer = {k for k in losses if k not in assigned}
     while work:
         key = work.pop()
-        for a in root.assigns:
+        for a in assigns:
             if key not in a.targets or a.host or a.fresh:
                 continue
             for read in a.reads - seen:

@@ -5,7 +5,10 @@ import re
 
 import libcst as cst
 
-from ptlint.analysis.loops import SYNC_METHODS, LoopAwareRule, LoopFrame, key_of, value_keys
+from ptlint.analysis.dataflow import (SYNC_METHODS, Assignment, assignments, key_of, last_name,
+                                     loss_keys, target_keys, value_keys)
+from ptlint.analysis.semantic import BACKWARD, Function, Loop
+from ptlint.rule import Rule
 
 _BUILTINS = {"builtins.print": "print", "builtins.float": "float", "builtins.int": "int",
              "builtins.bool": "bool"}
@@ -46,7 +49,7 @@ def _printed_keys(call: cst.Call) -> set[str]:
     return keys
 
 
-class HostSyncInTrainingLoop(LoopAwareRule):
+class HostSyncInTrainingLoop(Rule):
     """
     ## What it does
     Flags `.item()`, `.cpu()`, `.numpy()` and `.tolist()` applied, on every
@@ -58,10 +61,14 @@ class HostSyncInTrainingLoop(LoopAwareRule):
     Only the hot loop counts: the loop that itself calls `.backward()` or the
     optimizer step. Calls under a schedule-like `if` in that loop
     (`if step % log_every == 0:`, `if i == len(loader) - 1:`,
-    `if args.verbose:`, `if rank == 0:`) and in `except` handlers are not
-    flagged, nor are values that do not come from the loss or the outputs
-    (the batch itself, hyper-parameters). Files that never mention `cuda`, a
-    `device` or an accelerator are skipped: on the CPU these calls are cheap.
+    `if args.verbose:`), under a process guard (`if rank == 0:`,
+    `if is_main_process():`) and in `except` handlers are not flagged, nor
+    are values that do not come from the loss or the outputs (the batch
+    itself, hyper-parameters). A call of a helper defined in the same file
+    that runs the backward pass or the step counts as one. Files that never
+    mention `cuda`, a `device` or an accelerator, and trainer classes that
+    do not (when the file's top-level code does not either), are skipped:
+    on the CPU these calls are cheap.
 
     ## Why is this bad?
     CUDA kernels run asynchronously: the Python loop normally queues the next
@@ -110,52 +117,72 @@ class HostSyncInTrainingLoop(LoopAwareRule):
     default_enabled = False
     tags = ("performance",)
     requires_text = ("backward",)
-    track_assignments = True
+    semantic = True
 
     def __init__(self, context) -> None:
         super().__init__(context)
-        self.active = _DEVICE_HINT.search(context.source) is not None
+        self.calls = []
+        self.top_on_device: bool | None = None
 
     def visit_Call(self, node: cst.Call) -> None:
-        super().visit_Call(node)
-        if self.loop is None or not self.active:
+        if self.model.here.loop is None:
             return
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in SYNC_METHODS:
-            if func.attr.value == "item" and node.args:
-                return
-            if _has_sync_inside(func.value):
+            if (func.attr.value == "item" and node.args) or _has_sync_inside(func.value):
                 return
             keys = value_keys(func.value, self.qualified_name, stop_at_host=True)
-            self.defer(node, (f".{func.attr.value}()", keys, False))
+            self.calls.append((self.model.site(node), f".{func.attr.value}()", keys, False))
             return
         builtin = _BUILTINS.get(self.qualified_name(func) or "")
         if builtin is not None:
-            self.defer(node, (f"{builtin}()", _printed_keys(node), True))
+            self.calls.append((self.model.site(node), f"{builtin}()", _printed_keys(node), True))
 
-    def resolve_loops(self, root: LoopFrame) -> None:
-        cache: dict[int, tuple[set[str], set[str]]] = {}
-        for frame in root.walk():
-            for item in frame.items:
-                hot = item.frame.hot_frame()
-                if hot is None or item.periodic_within(hot):
-                    continue
-                if id(hot) not in cache:
-                    cache[id(hot)] = _tainted(hot)
-                tainted, losses = cache[id(hot)]
-                what, keys, loss_only = item.data
-                if keys & (losses if loss_only else tainted):
-                    if loss_only:
-                        message = f"`{what}` of a tensor in the training loop waits for the device on every step"
-                    else:
-                        message = f"`{what}` in the training loop waits for the device on every step"
-                    self.report(item.node, message=message)
+    def leave_Module(self, node: cst.Module) -> None:
+        tainted: dict[Loop, tuple[set[str], set[str]]] = {}
+        for site, what, keys, loss_only in self.calls:
+            hot = site.ctx.hot_loop()
+            if hot is None or site.ctx.periodic_within(hot) or not self._on_device(hot.function):
+                continue
+            if hot not in tainted:
+                tainted[hot] = _tainted(hot)
+            outputs, losses = tainted[hot]
+            if keys & (losses if loss_only else outputs):
+                of = " of a tensor" if loss_only else ""
+                self.report(site.node, message=(
+                    f"`{what}`{of} in the training loop waits for the device on every step"))
+
+    def _on_device(self, function: Function) -> bool:
+        """Whether the file mentions a device; for a loop in a class (a trainer),
+        whether that class or the file's top-level code does."""
+        trainer = None
+        while function is not None:
+            if type(function.node) is cst.ClassDef:
+                trainer = function
+            function = function.parent
+        if trainer is None:
+            return _DEVICE_HINT.search(self.context.source) is not None
+        module = trainer.parent
+        while module.parent is not None:
+            module = module.parent
+        code = module.node.code_for_node
+        if self.top_on_device is None:
+            self.top_on_device = any(_DEVICE_HINT.search(code(s)) for s in module.node.body
+                                     if not isinstance(s, (cst.FunctionDef, cst.ClassDef)))
+        return self.top_on_device or bool(_DEVICE_HINT.search(code(trainer.node)))
 
 
-def _tainted(hot: LoopFrame) -> tuple[set[str], set[str]]:
+def _tainted(hot: Loop) -> tuple[set[str], set[str]]:
     """Keys holding the loss or values computed from the outputs, and the
     keys of the loss itself (minus names later rebound to host values)."""
-    assigns = hot.assigns
+    assigns = assignments(hot.events, hot.function.resolve)
+    losses = {k for loop in hot.walk() for site in loop.sites if site.kind == BACKWARD
+              for k in loss_keys(site.node)}
+    steps = hot.function.model.helpers(BACKWARD, per_call=True)
+    for kind, node, _ in hot.events:  # `loss = train_step(batch)`: a helper's loss
+        if kind == "small" and type(node) is cst.Assign and type(node.value) is cst.Call \
+                and last_name(node.value.func) in steps:
+            losses |= {k for target in node.targets for k in target_keys(target.target)}
     host_names = {k for a in assigns if a.host for k in a.targets}
     # names computed in the loop (not just the batch moved to the device)
     computed = {k for a in assigns if not a.move and not a.host for k in a.targets}
@@ -182,9 +209,9 @@ def _tainted(hot: LoopFrame) -> tuple[set[str], set[str]]:
     # the outputs: what the loss is computed from directly, and what comes out of
     # the same call (`logits, loss = model(x)`); partial losses (`d_loss = (real_loss
     # + fake_loss) / 2`, names containing "loss") are followed back the same way
-    seeds = set(hot.losses)
+    seeds = set(losses)
     for a in assigns:
-        if a.targets & hot.losses and not a.host:
+        if a.targets & losses and not a.host:
             seeds |= a.targets
     work = list(seeds)
     followed: set[str] = set()
@@ -208,10 +235,10 @@ def _tainted(hot: LoopFrame) -> tuple[set[str], set[str]]:
             if not a.host and a.reads & tainted and not a.targets <= tainted:
                 tainted |= a.targets
                 changed = True
-    return tainted, set(hot.losses) - host_names
+    return tainted, losses - host_names
 
 
-def _from_inputs(a, inputs: set[str], assigns) -> bool:
+def _from_inputs(a: Assignment, inputs: set[str], assigns: list[Assignment]) -> bool:
     """An assignment of arithmetic on inputs and on names the loop never assigns."""
     assigned = {k for b in assigns for k in b.targets}
     if a.host:

@@ -5,12 +5,12 @@ import re
 
 import libcst as cst
 
-from ptlint.analysis.loops import LoopAwareRule, LoopFrame
+from ptlint.rule import Rule
 
 _EMPTY_CACHE = re.compile(r"torch\.(?:[a-z_]+\.)*empty_cache")
 
 
-class EmptyCacheInTrainingLoop(LoopAwareRule):
+class EmptyCacheInTrainingLoop(Rule):
     """
     ## What it does
     Flags `torch.cuda.empty_cache()` (or another backend's `empty_cache()`)
@@ -19,8 +19,10 @@ class EmptyCacheInTrainingLoop(LoopAwareRule):
 
     Only the hot loop counts (the loop that itself calls `.backward()` or the
     optimizer step, not the epoch loop around it), and calls under a
-    schedule-like `if` in that loop (`if step % 100 == 0:`) or in an
-    `except` handler (out-of-memory recovery) are not flagged.
+    schedule-like `if` in that loop (`if step % 100 == 0:`), a process guard
+    (`if rank == 0:`) or in an `except` handler (out-of-memory recovery) are
+    not flagged. A call of a helper defined in the same file that runs the
+    backward pass or the step counts as one.
 
     ## Why is this bad?
     `empty_cache()` hands the memory PyTorch's caching allocator holds back
@@ -66,21 +68,21 @@ class EmptyCacheInTrainingLoop(LoopAwareRule):
     tags = ("performance",)
     requires_text = ("empty_cache", "gc.collect", "collect(")
 
-    def visit_Call(self, node: cst.Call) -> None:
-        super().visit_Call(node)
-        if self.loop is None:
-            return
-        qualified = self.qualified_name(node.func)
-        if qualified == "gc.collect" or (
-            qualified is not None and _EMPTY_CACHE.fullmatch(qualified)
-        ):
-            self.defer(node, qualified)
+    semantic = True
 
-    def resolve_loops(self, root: LoopFrame) -> None:
-        for frame in root.walk():
-            for item in frame.items:
-                hot = item.frame.hot_frame()
-                if hot is None or item.periodic_within(hot):
-                    continue
-                self.report(item.node, message=(
-                    f"`{item.data}()` on every training step slows every step down"))
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.calls = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.model.here.loop is not None:
+            qualified = self.qualified_name(node.func) or ""
+            if qualified == "gc.collect" or _EMPTY_CACHE.fullmatch(qualified):
+                self.calls.append((self.model.site(node), qualified))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        for site, qualified in self.calls:
+            hot = site.ctx.hot_loop()
+            if hot is not None and not site.ctx.periodic_within(hot):
+                self.report(site.node, message=(
+                    f"`{qualified}()` on every training step slows every step down"))
