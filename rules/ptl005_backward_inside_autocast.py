@@ -3,28 +3,26 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ptlint.analysis.semantic import BACKWARD, Site
 from ptlint.fixers.statements import hoist_out_of_with
 from ptlint.model import Safety
-from ptlint.rules._training import StatementRule, is_backward, owner_of
+from ptlint.rule import Rule
 
-# autocast(...) callables whose first positional parameter is `enabled`
-_ENABLED_FIRST = (
-    "torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast",
-    "torch.cpu.amp.autocast", "torch.cpu.amp.autocast_mode.autocast",
-)
-# ... and those that take (device_type, dtype, enabled, ...)
-_DEVICE_FIRST = ("torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast")
 # Statement calls that do the same thing in or out of autocast.
 _UPDATE_METHODS = frozenset({"backward", "step", "update", "zero_grad", "unscale_"})
 
 
-class BackwardInsideAutocast(StatementRule):
+class BackwardInsideAutocast(Rule):
     """
     ## What it does
     Flags `.backward()` (including `scaler.scale(loss).backward()`) called
     inside a `with` block of `torch.autocast(...)`, `torch.amp.autocast(...)`,
     `torch.cuda.amp.autocast(...)` or `torch.cpu.amp.autocast(...)`, through
-    any import alias.
+    any import alias, also when the context is held in a variable or an
+    attribute (`ctx = torch.autocast(...)`, `ctx = nullcontext() if cpu else
+    torch.autocast(...)`, `self.autocast = partial(torch.autocast, ...)`,
+    then `with ctx:` or `with self.autocast():`), and in a function decorated
+    with autocast.
 
     ## Why is this bad?
     Autocast should wrap only the forward pass and the loss computation. The
@@ -78,109 +76,43 @@ class BackwardInsideAutocast(StatementRule):
     fix_safety = Safety.SAFE
     requires_text = ("autocast",)
 
-    def __init__(self, context) -> None:
-        super().__init__(context)
-        # per open `with`: (node, autocast state or None when not autocast); a
-        # def or lambda pushes a barrier (None node)
-        self.contexts: list[tuple[cst.With | None, bool | None]] = []
+    semantic = True
 
-    def visit_With(self, node: cst.With) -> None:
-        self._enter(node)
-        state = None
-        for item in node.items:
-            enabled = self._autocast(item.item)
-            if enabled is not None:
-                state = enabled
-        self.contexts.append((node, state))
+    def leave_Module(self, node: cst.Module) -> None:
+        for function in self.model.functions:
+            for site in function.all_sites():
+                if site.kind == BACKWARD and (
+                        site.node.func.attr.value == "backward"
+                        if isinstance(site.node.func, cst.Attribute)
+                        else self.model.qualified_name(site.node.func, site.ctx)
+                        == "torch.autograd.backward"):
+                    region = site.ctx.autocast
+                    if region is not None and region[1] is not False:
+                        self._report(site, region[0])
 
-    def leave_With(self, original_node: cst.With) -> None:
-        self.contexts.pop()
-        self._leave(original_node)
-
-    def _barrier(self, node: cst.CSTNode) -> None:
-        self.contexts.append((None, None))
-
-    def _unbarrier(self, original_node: cst.CSTNode) -> None:
-        self.contexts.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._enter(node)
-        self._barrier(node)
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self._unbarrier(original_node)
-        self._leave(original_node)
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self._enter(node)
-        self._barrier(node)
-
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self._unbarrier(original_node)
-        self._leave(original_node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> None:
-        self._barrier(node)
-
-    def leave_Lambda(self, original_node: cst.Lambda) -> None:
-        self._unbarrier(original_node)
-
-    def _autocast(self, node: cst.BaseExpression) -> bool | None:
-        """None when `node` is no autocast call, else whether it may be enabled."""
-        if not isinstance(node, cst.Call):
-            return None
-        name = self.qualified_name(node.func)
-        if name in _ENABLED_FIRST:
-            at = 0
-        elif name in _DEVICE_FIRST:
-            at = 2
-        else:
-            return None
-        positional = [a for a in node.args if a.keyword is None and not a.star]
-        enabled = next((a.value for a in node.args
-                        if a.keyword is not None and a.keyword.value == "enabled"), None)
-        if enabled is None and len(positional) > at:
-            enabled = positional[at].value
-        return not (isinstance(enabled, cst.Name) and enabled.value == "False")
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if not is_backward(self, node):
-            return
-        for with_node, state in reversed(self.contexts):
-            if with_node is None:
-                return  # inside a def or lambda: runs later
-            if state is not None:
-                if state:
-                    self._report(node, with_node)
-                return
-
-    def _report(self, call: cst.Call, with_node: cst.With) -> None:
-        path = self.path
-        at = next(i for i, n in enumerate(path) if n is with_node)
-        line = path[-1]
-        owner = owner_of(path, with_node)
+    def _report(self, site: Site, region: cst.CSTNode) -> None:
+        call = site.node
+        inner = self.model.path(call, region)
+        outer = self.model.path(region, site.ctx.function.node)
         direct = (
-            len(path) == at + 3
-            and isinstance(path[at + 1], cst.IndentedBlock)
-            and isinstance(line, cst.SimpleStatementLine)
-            and len(with_node.items) == 1
-            and owner is not None
-            and not with_node.asynchronous
+            isinstance(region, cst.With) and len(region.items) == 1
+            and not region.asynchronous and len(inner) > 2
+            and isinstance(inner[1], cst.IndentedBlock)
+            and isinstance(inner[2], cst.SimpleStatementLine)
+            and len(outer) > 1 and isinstance(outer[-2], (cst.IndentedBlock, cst.Module))
         )
         if not direct:
             self.report(call)
             return
-        body = list(with_node.body.body)
-        moved = body[next(i for i, s in enumerate(body) if s is line):]
-        if len(moved) == len(body) and with_node.items[0].asname is not None:
+        line, owner = inner[2], outer[-2]
+        body = list(region.body.body)
+        moved = body[body.index(line):]
+        if len(moved) == len(body) and region.items[0].asname is not None:
             self.report(call)  # dropping the `with` would drop its `as` name
             return
         safe = all(_updates_only(s) for s in moved)
-        edit = self.block_edit(path, owner, hoist_out_of_with(owner, with_node, line))
-        if edit is None:
-            self.report(call)
-            return
-        self.report(call, edits=[edit], safety=Safety.SAFE if safe else Safety.UNSAFE)
+        self.report(call, edits=[(owner, hoist_out_of_with(owner, region, line))],
+                    safety=Safety.SAFE if safe else Safety.UNSAFE)
 
 
 def _updates_only(statement: cst.BaseStatement) -> bool:

@@ -1,14 +1,15 @@
 """PTL020 clip-grad-without-unscale."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import libcst as cst
 
+from ptlint.analysis.dataflow import last_name
+from ptlint.analysis.names import dotted
+from ptlint.analysis.semantic import BACKWARD, STEP, Function, Site
+from ptlint.analysis.training import scaled_backward
 from ptlint.fixers.statements import insert_before, statement
 from ptlint.model import Safety
-from ptlint.analysis.names import dotted
-from ptlint.rules._training import BlockRule
+from ptlint.rule import Rule
 
 _CLIPS = frozenset({
     "torch.nn.utils.clip_grad_norm_",
@@ -22,47 +23,7 @@ _CLIPS = frozenset({
 })
 
 
-@dataclass
-class _Clip:
-    call: cst.Call
-    scaler: str
-    line: cst.SimpleStatementLine | None  # the statement to insert before, when it is one
-    block: cst.IndentedBlock | None
-
-
-@dataclass
-class _Branch:
-    node: cst.If
-    before: set[str]
-    body_end: set[str] | None = None
-
-
-@dataclass
-class _Frame:
-    """What one function body (or the module) has seen so far, in source order."""
-
-    pending: set[str] = field(default_factory=set)  # scalers whose grads are still scaled
-    scalers: set[str] = field(default_factory=set)  # every `S` of `S.scale(loss).backward()`
-    branches: list[_Branch] = field(default_factory=list)
-    clips: list[_Clip] = field(default_factory=list)
-    steps: dict[str, set[str]] = field(default_factory=dict)  # scaler -> optimizers stepped
-    unscales: set[str] = field(default_factory=set)  # scalers unscaled anywhere here
-    unscale_like: bool = False  # a call that may unscale through a helper
-
-
-def _scale_backward(node: cst.Call) -> str | None:
-    """`S` for `S.scale(loss).backward(...)`."""
-    func = node.func
-    if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
-        return None
-    inner = func.value
-    if not (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
-            and inner.func.attr.value == "scale"):
-        return None
-    return dotted(inner.func.value)
-
-
-class ClipGradWithoutUnscale(BlockRule):
+class ClipGradWithoutUnscale(Rule):
     """
     ## What it does
     Flags `torch.nn.utils.clip_grad_norm_(...)` / `clip_grad_value_(...)` that
@@ -123,105 +84,86 @@ class ClipGradWithoutUnscale(BlockRule):
     fix_safety = Safety.UNSAFE
     requires_text = ("clip_grad",)
 
+    semantic = True
+
     def __init__(self, context) -> None:
         super().__init__(context)
-        self.frames: list[_Frame] = [_Frame()]
-        self.orelse: dict[int, _Branch] = {}  # id of an `if`'s else part -> its branch
+        self.calls: list[tuple[Site, str]] = []  # unscaling calls and clips, where they are
 
-    # -- where we are (BlockRule keeps the block and the line) ----------------------
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.frames.append(_Frame())
-
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._finish(self.frames.pop())
+    def visit_Call(self, node: cst.Call) -> None:
+        name = last_name(node.func)
+        if "unscale" in name.lower():  # `S.unscale_(optimizer)`, a helper that unscales
+            self.calls.append((self.model.site(node), "unscale"))
+        elif name.startswith("clip_grad") and self.qualified_name(node.func) in _CLIPS:
+            self.calls.append((self.model.site(node), "clip"))
 
     def leave_Module(self, node: cst.Module) -> None:
-        self._finish(self.frames.pop())
+        calls: dict[Function, list[tuple[Site, str]]] = {}
+        for site, what in self.calls:
+            calls.setdefault(site.ctx.function, []).append((site, what))
+        for function, found in calls.items():
+            if any(what == "clip" for _, what in found):
+                self._check(function, found)
 
-    # -- branches: each starts from the state before the `if` --------------------------
-    def visit_If(self, node: cst.If) -> None:
-        self._start_orelse(node)
-        frame = self.frames[-1]
-        branch = _Branch(node, set(frame.pending))
-        frame.branches.append(branch)
-        if node.orelse is not None:
-            self.orelse[id(node.orelse)] = branch
-
-    def visit_Else(self, node: cst.Else) -> None:
-        self._start_orelse(node)
-
-    def _start_orelse(self, node: cst.CSTNode) -> None:
-        branch = self.orelse.pop(id(node), None)
-        if branch is not None:
-            frame = self.frames[-1]
-            branch.body_end = set(frame.pending)
-            frame.pending = set(branch.before)
-
-    def leave_If(self, node: cst.If) -> None:
-        frame = self.frames[-1]
-        branch = frame.branches.pop()
-        # pending after the `if` when pending at the end of either path
-        frame.pending |= branch.before if branch.body_end is None else branch.body_end
-
-    # -- events ---------------------------------------------------------------------------
-    def visit_Call(self, node: cst.Call) -> None:
-        frame = self.frames[-1]
-        scaler = _scale_backward(node)
-        if scaler is not None:
-            frame.pending.add(scaler)
-            frame.scalers.add(scaler)
-            return
-        func = node.func
-        if isinstance(func, cst.Attribute):
-            method = func.attr.value
-            receiver = dotted(func.value)
-            if method == "unscale_" and receiver is not None:
-                frame.pending.discard(receiver)
-                frame.unscales.add(receiver)
-                return
-            if method == "step" and receiver in frame.scalers:
-                frame.pending.discard(receiver)
-                args = [a for a in node.args if not a.keyword and not a.star]
+    def _check(self, function: Function, found: list[tuple[Site, str]]) -> None:
+        scalers = {scaled_backward(s.node) for s in function.all_sites() if s.kind == BACKWARD}
+        scalers.discard(None)
+        steps: dict[str, set[str]] = {}  # scaler -> optimizers it steps
+        events = list(found)
+        for site in function.all_sites():
+            if site.kind == BACKWARD and scaled_backward(site.node):
+                events.append((site, "scale"))
+            elif site.kind == STEP and dotted(site.node.func.value) in scalers:
+                events.append((site, "step"))
+                args = [a for a in site.node.args if not a.keyword and not a.star]
                 optimizer = dotted(args[0].value) if len(args) == 1 else None
-                frame.steps.setdefault(receiver, set()).add(optimizer or "")
-                return
-        name = func.attr.value if isinstance(func, cst.Attribute) else \
-            func.value if isinstance(func, cst.Name) else ""
-        if "unscale" in name.lower():  # a helper that unscales (e.g. `unscale_gradients`)
-            frame.pending.clear()
-            frame.unscale_like = True
-            return
-        if not frame.pending or isinstance(func, (cst.Call, cst.Subscript)):
-            return
-        if self.qualified_name(func) not in _CLIPS:
-            return
-        line = self.line
-        direct = (
-            line is not None and len(line.body) == 1
-            and isinstance(line.body[0], (cst.Expr, cst.Assign, cst.AnnAssign))
-            and line.body[0].value is node
-            and isinstance(self.blocks[-1], cst.IndentedBlock)
-        )
-        for scaler in sorted(frame.pending):
-            frame.clips.append(_Clip(node, scaler, line if direct else None,
-                                     self.blocks[-1] if direct else None))
+                steps.setdefault(dotted(site.node.func.value), set()).add(optimizer or "")
+        at: dict[int, list[tuple[Site, str]]] = {}
+        for site, what in sorted(events, key=lambda e: e[0].order):
+            at.setdefault(id(site.line), []).append((site, what))
+        unscaled = {dotted(s.node.func.value) for s, what in found if what == "unscale"
+                    and last_name(s.node.func) == "unscale_" and isinstance(s.node.func, cst.Attribute)}
+        helper = any(what == "unscale" and last_name(s.node.func) != "unscale_" for s, what in found)
+        clips: list[tuple[Site, str]] = []
 
-    def _finish(self, frame: _Frame) -> None:
+        def apply(holder: cst.CSTNode, pending: frozenset) -> frozenset:
+            for site, what in at.get(id(holder), ()):
+                receiver = dotted(site.node.func.value) if isinstance(
+                    site.node.func, cst.Attribute) else None
+                if what == "scale":
+                    pending |= {scaled_backward(site.node)}
+                elif what == "step" or (what == "unscale" and last_name(site.node.func) == "unscale_"
+                                        and receiver is not None):
+                    pending -= {receiver}
+                elif what == "unscale":
+                    pending = frozenset()
+                elif what == "clip":
+                    clips.extend((site, scaler) for scaler in sorted(pending))
+            return pending
+
+        if not isinstance(function.node, cst.Lambda):
+            self.model.scan(function.node.body, frozenset(), apply,
+                            lambda *states: frozenset().union(*states))
         reported: set[int] = set()
-        for clip in frame.clips:
-            if id(clip.call) in reported:
-                continue
-            reported.add(id(clip.call))
-            name = dotted(clip.call.func) or "clip_grad_norm_"
-            message = self.message.format(clip=name, scaler=clip.scaler)
-            optimizers = frame.steps.get(clip.scaler, set())
-            if (clip.line is None or clip.block is None or len(optimizers) != 1
-                    or "" in optimizers or clip.scaler in frame.unscales
-                    or frame.unscale_like):
-                self.report(clip.call, message=message)
-                continue
-            optimizer = next(iter(optimizers))
-            new_block = insert_before(clip.block, clip.line,
-                                      statement(f"{clip.scaler}.unscale_({optimizer})"))
-            self.report(clip.call, message=message, edits=[(clip.block, new_block)],
-                        fix_title=self.fix_title.format(scaler=clip.scaler, optimizer=optimizer))
+        for site, scaler in clips:
+            if id(site.node) not in reported:
+                reported.add(id(site.node))
+                optimizers = steps.get(scaler, set())
+                fixable = len(optimizers) == 1 and "" not in optimizers and not (
+                    scaler in unscaled or helper)
+                self._report(site, scaler, next(iter(optimizers)) if fixable else None)
+
+    def _report(self, site: Site, scaler: str, optimizer: str | None) -> None:
+        call, line = site.node, site.line
+        message = self.message.format(clip=dotted(call.func) or "clip_grad_norm_", scaler=scaler)
+        path = self.model.path(line, site.ctx.function.node) if line is not None else []
+        block = path[-2] if len(path) > 1 else None
+        if (optimizer is None or not isinstance(block, cst.IndentedBlock)
+                or not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1
+                or not isinstance(line.body[0], (cst.Expr, cst.Assign, cst.AnnAssign))
+                or line.body[0].value is not call):
+            self.report(call, message=message)
+            return
+        new_block = insert_before(block, line, statement(f"{scaler}.unscale_({optimizer})"))
+        self.report(call, message=message, edits=[(block, new_block)],
+                    fix_title=self.fix_title.format(scaler=scaler, optimizer=optimizer))

@@ -1,44 +1,19 @@
 """PTL120 grad-scaler-in-loop."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import libcst as cst
 
+from ptlint.analysis.names import dotted
+from ptlint.analysis.semantic import BRANCH, LOOP
+from ptlint.analysis.training import SCALERS
+from ptlint.analysis.walk import descendants
 from ptlint.fixers.statements import insert_before, without_statement
 from ptlint.model import Safety
-from ptlint.analysis.names import dotted
-from ptlint.rules._training import BlockRule
-from ptlint.analysis.walk import descendants
+from ptlint.rule import Rule
 
-_SCALERS = frozenset({
-    "torch.GradScaler",
-    "torch.amp.GradScaler",
-    "torch.amp.grad_scaler.GradScaler",
-    "torch.cuda.amp.GradScaler",
-    "torch.cuda.amp.grad_scaler.GradScaler",
-    "torch.cpu.amp.GradScaler",
-    "torch.cpu.amp.grad_scaler.GradScaler",
-    "torch.distributed.fsdp.ShardedGradScaler",
-    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
-})
 _SCALER_METHODS = ("scale", "step", "update", "unscale_")
-_LOOP = (cst.For, cst.While)
 # names a loop binds: its targets, assignments, `with ... as`, walrus, nested loop targets
 _BINDERS = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.AsName, cst.NamedExpr)
-
-
-@dataclass
-class _Context:
-    """An enclosing loop or `if`, with the block that holds it."""
-
-    node: cst.CSTNode
-    parent: cst.IndentedBlock | cst.Module | None
-
-
-@dataclass
-class _Function:
-    contexts: list[_Context] = field(default_factory=list)
 
 
 def _bound_names(loop: cst.For | cst.While) -> set[str]:
@@ -56,7 +31,7 @@ def _used_names(node: cst.CSTNode) -> set[str]:
     return {n.value for n in descendants(node) if type(n) is cst.Name}
 
 
-class GradScalerInLoop(BlockRule):
+class GradScalerInLoop(Rule):
     """
     ## What it does
     Flags `GradScaler(...)` created inside the loop that uses it
@@ -116,54 +91,22 @@ class GradScalerInLoop(BlockRule):
     tags = ("performance",)
     requires_text = ("GradScaler",)
 
-    def __init__(self, context) -> None:
-        super().__init__(context)
-        self.functions: list[_Function] = [_Function()]
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.functions.append(_Function())
-
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.functions.pop()
-
-    def _enter(self, node: cst.CSTNode) -> None:
-        self.functions[-1].contexts.append(_Context(node, self.blocks[-1] if self.blocks else None))
-
-    def _leave(self, node: cst.CSTNode) -> None:
-        self.functions[-1].contexts.pop()
-
-    def visit_For(self, node: cst.For) -> None:
-        self._enter(node)
-
-    def leave_For(self, node: cst.For) -> None:
-        self._leave(node)
-
-    def visit_While(self, node: cst.While) -> None:
-        self._enter(node)
-
-    def leave_While(self, node: cst.While) -> None:
-        self._leave(node)
-
-    def visit_If(self, node: cst.If) -> None:
-        self._enter(node)
-
-    def leave_If(self, node: cst.If) -> None:
-        self._leave(node)
+    semantic = True
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        contexts = self.functions[-1].contexts
-        if not contexts or not isinstance(contexts[-1].node, _LOOP):
+        around = self.model.here.innermost(LOOP, BRANCH)
+        if around is None or around.kind != LOOP:
             return  # not in a loop, or created conditionally (lazily) inside it
         call = node.value
         if not isinstance(call, cst.Call) or isinstance(call.func, (cst.Call, cst.Subscript)):
             return
-        if self.qualified_name(call.func) not in _SCALERS or len(node.targets) != 1:
+        if self.qualified_name(call.func) not in SCALERS or len(node.targets) != 1:
             return
         scaler = dotted(node.targets[0].target)
-        loop = contexts[-1].node
+        loop = around.node
         if scaler is None or not self._uses(loop, scaler) or self._creates_optimizer(loop):
             return
-        self._report(call, node, loop, contexts[-1].parent)
+        self._report(call, node, loop, self.model.path(loop, around.function.node)[-2])
 
     def _uses(self, loop: cst.CSTNode, scaler: str) -> bool:
         for found in descendants(loop):
@@ -184,10 +127,10 @@ class GradScalerInLoop(BlockRule):
         return False
 
     def _report(self, call: cst.Call, assign: cst.Assign, loop, parent) -> None:
-        line = self.line
+        line = self.model.line
         fixable = (
             line is not None and len(line.body) == 1 and line.body[0] is assign
-            and parent is not None
+            and isinstance(parent, (cst.IndentedBlock, cst.Module))
             and isinstance(loop.body, cst.IndentedBlock)
             and any(s is line for s in loop.body.body)
             and not (_used_names(call) & _bound_names(loop))

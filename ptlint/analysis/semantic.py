@@ -104,7 +104,8 @@ class Ctx:
     @property
     def autocast(self) -> "tuple[cst.CSTNode, bool | None] | None":
         """The innermost autocast region in the function: (its `with` or def,
-        its literal `enabled`, None when not a literal), or None."""
+        its `enabled`: a literal's value, True when absent, None when not a
+        literal), or None."""
         if self._autocast is _UNSET:
             self._autocast = self.function.model._own(self, "autocast")
             if self._autocast is None and self.kind not in _BARRIERS:
@@ -392,19 +393,27 @@ class SemanticModel(Visitor):
         kind of `training` (`OPTIMIZER`, `MODULE`, ...), or None. A plain name
         is looked up in `fn`, then in the functions around it; an attribute
         chain file-wide."""
+        found = self._bindings(key, fn)
+        return next(iter(found)) if found is not None and len(found) == 1 else None
+
+    def may_hold(self, key: str | None, fn: Function, kind: str) -> bool:
+        """Whether some binding of `key` seen from `fn` holds `kind`."""
+        return kind in (self._bindings(key, fn) or ())
+
+    def _bindings(self, key: str | None, fn: Function) -> set | None:
         if key is None:
             return None
         kinds = self._kinds()
         if "." in key:
-            found = kinds["attributes"].get(key)
-        else:
-            found = None
-            scope: Function | None = fn
-            while scope is not None and found is None:
-                if scope is fn or type(scope.node) is not cst.ClassDef:
-                    found = kinds[scope].get(key)
-                scope = scope.parent
-        return next(iter(found)) if found is not None and len(found) == 1 else None
+            return kinds["attributes"].get(key)
+        scope: Function | None = fn
+        while scope is not None:
+            if scope is fn or type(scope.node) is not cst.ClassDef:
+                found = kinds[scope].get(key)
+                if found is not None:
+                    return found
+            scope = scope.parent
+        return None
 
     def keys_holding(self, kind: str) -> set[str]:
         """Every name or attribute chain bound to `kind` somewhere in the file."""
@@ -520,7 +529,8 @@ class SemanticModel(Visitor):
             if what == "grad":
                 found = t.grad_mode(expr, fn.resolve) or self._disables_grad(expr, ctx) or found
             else:
-                found = self._autocast(expr, fn) or found
+                enabled = self._autocast(expr, fn)
+                found = (ctx.node, enabled[0]) if enabled is not None else found
         return found
 
     def _disables_grad(self, expr: cst.BaseExpression, ctx: Ctx) -> str | None:
@@ -535,17 +545,18 @@ class SemanticModel(Visitor):
                 return t.OFF
         return None
 
-    def _autocast(self, expr: cst.BaseExpression, fn: Function) -> "tuple | None":
-        """(expr, enabled) when `expr` makes an autocast context: a call, a
-        variable or attribute holding one, or a call of a `partial` of one."""
+    def _autocast(self, expr: cst.BaseExpression, fn: Function) -> "tuple[bool | None] | None":
+        """(enabled,) when `expr` makes an autocast context: a call, a variable or
+        attribute holding one, or a call of a `partial` of one."""
         kind = t.value_kind(expr, fn.resolve, self.classes())
-        if kind is None and type(expr) in (cst.Name, cst.Attribute):
-            kind = self.holds(var(expr), fn)
+        if kind is None and type(expr) in (cst.Name, cst.Attribute):  # `ctx = autocast(...)`
+            kind = t.AUTOCAST if self.may_hold(var(expr), fn, t.AUTOCAST) else self.holds(
+                var(expr), fn)
         elif kind is None and type(expr) is cst.Call and type(expr.func) in (cst.Name, cst.Attribute):
-            kind = t.AUTOCAST if self.holds(var(expr.func), fn) == t.AUTOCAST_MAKER else None
+            kind = t.AUTOCAST if self.may_hold(var(expr.func), fn, t.AUTOCAST_MAKER) else None
         if kind == t.AUTOCAST and type(expr) is cst.Call and fn.resolve(expr.func):
-            return expr, t.autocast_enabled(expr, fn.resolve(expr.func))
-        return (expr, kind == t.AUTOCAST) if kind in (t.AUTOCAST, t.AUTOCAST_OFF) else None
+            return (t.autocast_enabled(expr, fn.resolve(expr.func)),)
+        return (kind == t.AUTOCAST,) if kind in (t.AUTOCAST, t.AUTOCAST_OFF) else None
 
     # -- statements -------------------------------------------------------------------
     @staticmethod
