@@ -1,47 +1,24 @@
 """PTL003 missing-zero-grad."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import libcst as cst
 
+from ptlint.analysis.dataflow import bound_in, last_name, var
+from ptlint.analysis.semantic import BACKWARD, GRAD, STEP, ZERO, Function, Loop, Site
+from ptlint.analysis.training import clears_gradients
 from ptlint.fixers.statements import insert_before, simple_statement
 from ptlint.model import Safety
-from ptlint.rules._training import (
-    LOOPS,
-    Optimizers,
-    StatementRule,
-    bound_keys,
-    clearing_target,
-    clears_gradients,
-    is_backward,
-    is_distributed_autograd,
-    key,
-    method_name,
-)
+from ptlint.rule import Rule
+
+# The statements and blocks a fix looks through, from the loop down to the backward call.
+_STATEMENTS = (cst.SimpleStatementLine, cst.For, cst.While, cst.If, cst.With, cst.Try,
+               cst.TryStar, cst.FunctionDef, cst.ClassDef, cst.Match, cst.IndentedBlock,
+               cst.SimpleStatementSuite)
+_LOOPS = (cst.For, cst.While)
+_DISTRIBUTED = ("torch.distributed.autograd.", "torch.distributed.optim.")
 
 
-@dataclass(eq=False)
-class _Loop:
-    node: cst.For | cst.While
-    parent: "_Loop | None"
-    # (call, path of statements and blocks down to it, inside a lambda)
-    backwards: list[tuple[cst.Call, tuple[cst.CSTNode, ...], bool]] = field(default_factory=list)
-    steps: list[cst.Call] = field(default_factory=list)
-    clears: bool = False
-    distributed: bool = False
-    calls: set[str] = field(default_factory=set)  # names called, for helpers that zero
-    blocked: bool = False  # a nested loop is reported (or zeroes) instead
-
-    def absorb(self, child: "_Loop") -> None:
-        self.backwards += child.backwards
-        self.steps += child.steps
-        self.clears |= child.clears
-        self.distributed |= child.distributed
-        self.calls |= child.calls
-
-
-class MissingZeroGrad(StatementRule):
+class MissingZeroGrad(Rule):
     """
     ## What it does
     Flags a loop that calls `.backward()` and steps an optimizer but never
@@ -62,7 +39,11 @@ class MissingZeroGrad(StatementRule):
     an LBFGS closure that clears, distributed autograd (gradients live in a
     per-iteration context) and an optimizer built anew in every iteration
     are not flagged. In nested loops the rule reports the innermost loop
-    that both backpropagates and steps.
+    that both backpropagates and steps. A call of a helper defined in the
+    same file that runs the backward pass or the step on every call counts
+    as one, and a step function handed to a training engine that runs it
+    once per iteration (pytorch-ignite's `Engine(update)`) is checked like a
+    loop body.
 
     ## Example
     ```python
@@ -106,148 +87,86 @@ class MissingZeroGrad(StatementRule):
     fix_safety = Safety.UNSAFE
     requires_text = ("backward",)
 
+    semantic = True
+
     def __init__(self, context) -> None:
         super().__init__(context)
-        self.optimizers = Optimizers()
-        self.loops: list[_Loop] = []
-        self.open: list[_Loop] = []
-        self.functions: list[str] = []  # names of the enclosing defs
-        self.zeroing: set[str] = set()  # defs that clear gradients themselves
-        self.def_calls: dict[str, set[str]] = {}
-        self.lambdas = 0
+        self.blocked: set[Loop] = set()  # loops around a loop that trains: it is reported
 
-    # -- context ---------------------------------------------------------
-    def _visit_loop(self, node: cst.For | cst.While) -> None:
-        self._enter(node)
-        loop = _Loop(node, self.open[-1] if self.open else None)
-        self.loops.append(loop)
-        self.open.append(loop)
+    def leave_Module(self, node: cst.Module) -> None:
+        model = self.model
+        engines = model.engine_steps()
+        for function in model.functions:
+            trained = False
+            for loop in reversed(function.loops):  # inner loops first
+                trains = self._check(loop, loop.node, list(loop.walk()))
+                if trains and loop.parent is not None:
+                    self.blocked.add(loop.parent)
+                trained |= trains
+            if function in engines and not trained:
+                self._check(function, function.node, [function, *function.loops])
 
-    def _leave_loop(self, original_node: cst.For | cst.While) -> None:
-        loop = self.open.pop()
-        if loop.parent is not None:
-            loop.parent.absorb(loop)
-        self._leave(original_node)
+    def _check(self, body: Loop | Function, node: cst.CSTNode, parts: list) -> bool:
+        """Report `body` (a loop, or an engine's step function) when it trains
+        without clearing; whether it trains. `parts`: it and its nested loops."""
+        model = self.model
+        sites = sorted((s for part in parts for s in part.sites), key=lambda s: s.order)
+        backwards = [s for s in sites if s.kind == BACKWARD and (
+            last_name(s.node.func) == "backward" if isinstance(s.node.func, cst.Attribute)
+            else model.qualified_name(s.node.func, s.ctx) == "torch.autograd.backward")]
+        steps = [found for found in map(model.stepped, (s for s in sites if s.kind == STEP)) if found]
+        helper_calls = set().union(*(part.helper_calls for part in parts))
+        trains = bool(backwards or helper_calls & model.helpers(BACKWARD, per_call=True)) and bool(
+            steps or helper_calls & model.helpers(STEP, per_call=True))
+        if not trains or body in self.blocked:
+            return trains
+        calls = set().union(*(part.calls for part in parts))
+        if any(s.kind in (ZERO, GRAD) and clears_gradients(s.node) for s in sites) or (
+                calls & model.helpers(ZERO)) or any(self._distributed(s) for s in backwards):
+            return trains
+        optimizers = [optimizer for optimizer, _ in steps]
+        built = bound_in(body.events, from_calls=True)
+        if optimizers and all(var(o) in built for o in optimizers):
+            # a new optimizer each iteration (`opt = SGD([x], ...)` on a fresh
+            # leaf): one step per optimizer, nothing to accumulate
+            return trains
+        self._report(body, node, backwards, optimizers)
+        return trains
 
-    def visit_For(self, node: cst.For) -> None:
-        self._visit_loop(node)
-
-    def leave_For(self, original_node: cst.For) -> None:
-        self._leave_loop(original_node)
-
-    def visit_While(self, node: cst.While) -> None:
-        self._visit_loop(node)
-
-    def leave_While(self, original_node: cst.While) -> None:
-        self._leave_loop(original_node)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._enter(node)
-        self.functions.append(node.name.value)
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self.functions.pop()
-        self._leave(original_node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> None:
-        self.lambdas += 1
-
-    def leave_Lambda(self, original_node: cst.Lambda) -> None:
-        self.lambdas -= 1
-
-    # -- events ----------------------------------------------------------
-    def _clear(self) -> None:
-        if self.open:
-            self.open[-1].clears = True
-        self.zeroing.update(self.functions)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        targets = [t.target for t in node.targets]
-        self.optimizers.note_assignment(self, targets, node.value)
-        if any(clearing_target(t) for t in targets):
-            self._clear()
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self.optimizers.note_assignment(self, [node.target], node.value)
-        if clearing_target(node.target):
-            self._clear()
-
-    def visit_Del(self, node: cst.Del) -> None:
-        targets = node.target.elements if isinstance(node.target, cst.Tuple) else [node.target]
-        if any(clearing_target(getattr(t, "value", t)) for t in targets):
-            self._clear()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        name = method_name(node)
+    def _distributed(self, site: Site) -> bool:
+        name = self.model.qualified_name(site.node.func, site.ctx)
         if name is not None:
-            if self.open:
-                self.open[-1].calls.add(name)
-            for function in self.functions:
-                self.def_calls.setdefault(function, set()).add(name)
-        if clears_gradients(node):
-            self._clear()
-        if not self.open:
-            return
-        loop = self.open[-1]
-        if is_distributed_autograd(self, node):
-            loop.distributed = True
-        elif is_backward(self, node):
-            loop.backwards.append((node, tuple(self.path), self.lambdas > 0))
-        elif name == "step":
-            loop.steps.append(node)
+            return name.startswith(_DISTRIBUTED)
+        base = var(site.node.func.value) if isinstance(site.node.func, cst.Attribute) else None
+        return base is not None and base.split(".")[-1] in ("dist_autograd", "distributed_autograd")
 
-    # -- decision --------------------------------------------------------
-    def finish(self) -> None:
-        zeroing = set(self.zeroing)
-        changed = True
-        while changed:  # helpers that call helpers that clear
-            changed = False
-            for function, calls in self.def_calls.items():
-                if function not in zeroing and calls & zeroing:
-                    zeroing.add(function)
-                    changed = True
-        for loop in reversed(self.loops):  # children before parents
-            steps = [s for s in (self.optimizers.stepped(c) for c in loop.steps) if s]
-            trains = bool(loop.backwards) and bool(steps)
-            cleared = loop.clears or bool(loop.calls & zeroing) or loop.distributed
-            if trains and loop.parent is not None:
-                loop.parent.blocked = True
-            if not trains or cleared or loop.blocked:
-                continue
-            optimizers = [optimizer for optimizer, _ in steps]
-            built = bound_keys(loop.node.body, from_calls=True)
-            if all(key(o) in built for o in optimizers):
-                # a new optimizer each iteration (`opt = SGD([x], ...)` on a fresh
-                # leaf): one step per optimizer, nothing to accumulate
-                continue
-            self._report(loop, optimizers)
-
-    def _report(self, loop: _Loop, optimizers: list[cst.BaseExpression]) -> None:
-        names = {key(o) for o in optimizers}
-        optimizer = optimizers[0]
-        if (len(names) != 1 or not isinstance(optimizer, (cst.Name, cst.Attribute))
-                or key(optimizer) is None or _rebound(loop.node, key(optimizer))):
-            self.report(loop.node)
+    def _report(self, body: Loop | Function, node: cst.CSTNode, backwards: list[Site],
+                optimizers: list[cst.BaseExpression]) -> None:
+        where = node if isinstance(body, Loop) else node.name
+        message = None if isinstance(body, Loop) else (
+            "Step function run by the training engine calls `.backward()` and steps the "
+            "optimizer but never clears the gradients: they add up across iterations")
+        names = {var(o) for o in optimizers}
+        optimizer = optimizers[0] if optimizers else None
+        point = self._insertion_point(node, backwards) if (
+            len(names) == 1 and isinstance(optimizer, (cst.Name, cst.Attribute))
+            and var(optimizer) is not None and not _rebound(body, var(optimizer))) else None
+        if point is None:
+            self.report(where, message=message)
             return
-        where = self._insertion_point(loop)
-        if where is None:
-            self.report(loop.node)
-            return
-        path, owner, anchor = where
-        statement = simple_statement(f"{key(optimizer)}.zero_grad()")
-        edit = self.block_edit(path, owner, insert_before(owner, anchor, statement))
-        self.report(loop.node, edits=[edit] if edit else ())
+        owner, anchor = point
+        statement = simple_statement(f"{var(optimizer)}.zero_grad()")
+        self.report(where, message=message,
+                    edits=[(owner, insert_before(owner, anchor, statement))])
 
-    def _insertion_point(self, loop: _Loop):
-        """(path, block, statement): where `zero_grad()` goes so that it runs
-        before every backward of one iteration, or None."""
+    def _insertion_point(self, root: cst.CSTNode, backwards: list[Site]):
+        """(block, statement): where `zero_grad()` goes so that it runs before
+        every backward of one iteration, or None."""
         chains = []
-        for call, path, in_lambda in loop.backwards:
-            if in_lambda:
-                return None
-            at = next(i for i, n in enumerate(path) if n is loop.node)
+        for site in backwards:
+            path = [n for n in self.model.path(site.node, root) if isinstance(n, _STATEMENTS)]
             chain = []  # (block, statement) pairs from the loop's body down
-            i = at + 1
+            i = 1
             while i < len(path):
                 block = path[i]
                 if isinstance(block, cst.If):  # an `elif`: part of the `if` above
@@ -259,32 +178,30 @@ class MissingZeroGrad(StatementRule):
                 if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
                     return None  # runs later, in a closure
                 chain.append((block, statement))
-                if isinstance(statement, LOOPS):
+                if isinstance(statement, _LOOPS):
                     break
                 i += 2
-            if not chain or not isinstance(chain[-1][1], (cst.SimpleStatementLine, *LOOPS)):
+            if not chain or not isinstance(chain[-1][1], (cst.SimpleStatementLine, *_LOOPS)):
                 return None
-            chains.append((path, chain))
-        first_path, first = chains[0]
+            chains.append(chain)
+        if not chains:
+            return None
+        first = chains[0]
         depth = 0
         while depth < len(first) and all(
                 len(c) > depth and c[depth][0] is first[depth][0] and c[depth][1] is first[depth][1]
-                for _, c in chains):
+                for c in chains):
             depth += 1
         if depth == len(first):
-            block, statement = first[-1]
-        elif all(len(c) > depth and c[depth][0] is first[depth][0] for _, c in chains):
-            block, statement = first[depth]  # siblings: before the earliest
-        elif depth > 0:
-            block, statement = first[depth - 1]  # different branches: before the branching
-        else:
-            return None
-        return first_path, block, statement
+            return first[-1]
+        if all(len(c) > depth and c[depth][0] is first[depth][0] for c in chains):
+            return first[depth]  # siblings: before the earliest
+        if depth > 0:
+            return first[depth - 1]  # different branches: before the branching
+        return None
 
 
-def _rebound(loop: cst.For | cst.While, optimizer: str | None) -> bool:
+def _rebound(body: Loop | Function, optimizer: str) -> bool:
     """Whether the loop body rebinds the optimizer (or the name it hangs off)."""
-    if optimizer is None:
-        return False
-    bound = bound_keys(loop.body)
+    bound = bound_in(body.events[1:] if isinstance(body, Loop) else body.events)
     return optimizer in bound or optimizer.split(".")[0] in bound

@@ -1,60 +1,37 @@
 """PTL004 zero-grad-before-step."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import libcst as cst
 
+from ptlint.analysis.dataflow import last_name, var
+from ptlint.analysis.semantic import BACKPROP, BACKWARD, GRAD, STEP, ZERO, Function, Site
+from ptlint.analysis.walk import descendants
 from ptlint.fixers.statements import move_after
 from ptlint.model import Safety
-from ptlint.rules._training import (
-    Optimizers,
-    StatementRule,
-    clearing_target,
-    is_backward,
-    is_zero_grad,
-    key,
-    method_name,
-    owner_of,
-    receiver,
-)
+from ptlint.rule import Rule
 
 
-@dataclass(eq=False)
-class _Zero:
-    call: cst.Call
-    statement: cst.CSTNode
-    path: tuple[cst.CSTNode, ...]
-
-
-@dataclass
-class _State:
+class _State(NamedTuple):
     """What holds on one path through the code."""
 
-    backward: bool = False  # a backward has run
-    pending: list[_Zero] = field(default_factory=list)  # zero_grad after it, before any step
-
-    def copy(self) -> "_State":
-        return _State(self.backward, list(self.pending))
+    backward: bool  # a backward has run
+    pending: tuple[Site, ...]  # zero_grad() calls after it, before any step
 
 
-def _merge(*states: "_State | None") -> "_State | None":
-    """Paths joining: what holds on every one of them that is still alive.
-    A `zero_grad()` stays pending only if it is pending on all of them, so
-    one in a branch of its own (`if not finite: optimizer.zero_grad()`, a
-    deliberate skipped step) is not reported."""
-    live = [s for s in states if s is not None]
-    if not live:
-        return None
-    pending = [z for z in live[0].pending
-               if all(any(z is p for p in other.pending) for other in live[1:])]
-    return _State(all(s.backward for s in live), pending)
+def _join(*states: _State) -> _State:
+    """Paths joining: what holds on every one of them. A `zero_grad()` stays
+    pending only if it is pending on all of them, so one in a branch of its
+    own (`if not finite: optimizer.zero_grad()`, a deliberate skipped step)
+    is not reported."""
+    first, *rest = states
+    pending = tuple(z for z in first.pending
+                    if all(any(z is p for p in other.pending) for other in rest))
+    return _State(all(s.backward for s in states), pending)
 
 
-_ENDS_PATH = (cst.Return, cst.Raise, cst.Continue, cst.Break)
-
-
-class ZeroGradBeforeStep(StatementRule):
+class ZeroGradBeforeStep(Rule):
     """
     ## What it does
     Flags `zero_grad()` that runs after `.backward()` and before the
@@ -128,197 +105,88 @@ class ZeroGradBeforeStep(StatementRule):
     fix_safety = Safety.UNSAFE
     requires_text = ("zero_grad",)
 
-    def __init__(self, context) -> None:
-        super().__init__(context)
-        self.optimizers = Optimizers()
-        # events in each statement, in order: (kind, node, path to it), kind one
-        # of "backward" (or gradients written by hand), "zero", "step"
-        self.events: dict[int, list[tuple[str, cst.Call, tuple]]] = {}
-        self.functions: list[cst.FunctionDef] = []
-        self.lambdas = 0
+    semantic = True
+
+    def leave_Module(self, node: cst.Module) -> None:
         self.reported: set[int] = set()
+        for function in self.model.functions:
+            if isinstance(function.node, (cst.Module, cst.FunctionDef)):
+                self._scan(function)
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._enter(node)
-        self.functions.append(node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> None:
-        self.lambdas += 1
-
-    def leave_Lambda(self, original_node: cst.Lambda) -> None:
-        self.lambdas -= 1
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        targets = [t.target for t in node.targets]
-        self.optimizers.note_assignment(self, targets, node.value)
-        if any(clearing_target(t) for t in targets):
-            self._event("backward", node)  # `p.grad = g`: gradients written by hand
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self.optimizers.note_assignment(self, [node.target], node.value)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if clearing_target(node.target):
-            self._event("backward", node)  # `p.grad += g`
-
-    def visit_Call(self, node: cst.Call) -> None:
-        name = method_name(node) or ""
-        if is_backward(self, node) or name.endswith("backward"):
-            kind = "backward"  # incl. `self.manual_backward(loss)`, `engine.backward(loss)`
-        elif name.endswith("_") and clearing_target(receiver(node) or node):
-            kind = "backward"  # `p.grad.copy_(g)`: gradients written by hand
-        elif is_zero_grad(node):
-            kind = "zero"
-        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "step":
-            kind = "step"
-        else:
+    def _scan(self, function: Function) -> None:
+        events: dict[int, list[tuple[str, Site]]] = {}
+        for site in function.all_sites():
+            kind = _event(site)
+            if kind is not None:
+                events.setdefault(id(site.line), []).append((kind, site))
+        if not any(kind == "zero" for found in events.values() for kind, _ in found):
             return
-        self._event(kind, node)
 
-    def _event(self, kind: str, node: cst.CSTNode) -> None:
-        if self.lambdas:
-            return  # runs later, if at all
-        statement = self.innermost_statement()
-        if statement is not None:
-            path = tuple(self.path) if kind != "backward" else ()
-            self.events.setdefault(id(statement), []).append((kind, node, path))
-
-    # -- the scan ----------------------------------------------------------
-    def finish(self) -> None:
-        self._scan_body(self.module.body, _State())
-        for function in self.functions:
-            self._scan_suite(function.body, _State())
-
-    def _scan_suite(self, suite: cst.BaseSuite, state: "_State | None") -> "_State | None":
-        if isinstance(suite, cst.SimpleStatementSuite):
-            return self._scan_small(suite, suite.body, state)
-        return self._scan_body(suite.body, state)
-
-    def _scan_body(self, body, state):
-        for statement in body:
-            if state is None:
-                return None
-            state = self._scan_statement(statement, state)
-        return state
-
-    def _scan_small(self, holder, smalls, state):
-        state = self._apply(holder, state)
-        if any(isinstance(s, _ENDS_PATH) for s in smalls):
-            return None
-        return state
-
-    def _scan_statement(self, statement, state):
-        if isinstance(statement, cst.SimpleStatementLine):
-            return self._scan_small(statement, statement.body, state)
-        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        def apply(holder: cst.CSTNode, state: _State) -> _State:
+            for kind, site in events.get(id(holder), ()):
+                if kind == "backward":
+                    state = _State(True, ())
+                elif kind == "zero":
+                    if state.backward:
+                        state = _State(True, (*state.pending, site))
+                else:
+                    stepped = self.model.stepped(site)
+                    if stepped is None:
+                        continue
+                    optimizer, closure = stepped
+                    if closure:  # the closure runs its own backward
+                        state = _State(True, ())
+                        continue
+                    for zero in state.pending:
+                        if self._clears_for(zero.node, optimizer):
+                            self._report(function, zero, site, events)
+                    state = _State(state.backward, tuple(
+                        z for z in state.pending if not self._clears_for(z.node, optimizer)))
             return state
-        state = self._apply(statement, state)  # events in the header
-        if isinstance(statement, cst.If):
-            taken = self._scan_suite(statement.body, state.copy())
-            if isinstance(statement.orelse, cst.If):
-                other = self._scan_statement(statement.orelse, state.copy())
-            elif isinstance(statement.orelse, cst.Else):
-                other = self._scan_suite(statement.orelse.body, state.copy())
-            else:
-                other = state
-            return _merge(taken, other)
-        if isinstance(statement, (cst.For, cst.While)):
-            # assume the body runs: a loop written to run zero times is rare,
-            # and `for p in params: p.grad = g` must count
-            looped = self._scan_suite(statement.body, state.copy())
-            after = looped if looped is not None else state
-            if statement.orelse is not None and after is not None:
-                after = self._scan_suite(statement.orelse.body, after)
-            return after
-        if isinstance(statement, cst.With):
-            return self._scan_suite(statement.body, state)
-        if isinstance(statement, (cst.Try, cst.TryStar)):
-            body = self._scan_suite(statement.body, state.copy())
-            if statement.orelse is not None and body is not None:
-                body = self._scan_suite(statement.orelse.body, body)
-            handlers = [self._scan_suite(h.body, state.copy()) for h in statement.handlers]
-            after = _merge(body, *handlers)
-            if statement.finalbody is not None:
-                final = self._scan_suite(statement.finalbody.body, after or state.copy())
-                return final if after is not None else None
-            return after
-        if isinstance(statement, cst.Match):
-            cases = [self._scan_suite(c.body, state.copy()) for c in statement.cases]
-            return _merge(state, *cases)
-        return state
 
-    def _apply(self, statement: cst.CSTNode, state: _State) -> _State:
-        for kind, call, path in self.events.get(id(statement), ()):
-            if kind == "backward":
-                state = _State(True, [])
-            elif kind == "zero":
-                if state.backward:
-                    state = _State(True, [*state.pending, _Zero(call, statement, path)])
-            else:
-                stepped = self.optimizers.stepped(call)
-                if stepped is None:
-                    continue
-                optimizer, closure = stepped
-                if closure:  # the closure runs its own backward
-                    state = _State(True, [])
-                    continue
-                left = []
-                for zero in state.pending:
-                    if self._clears_for(zero.call, optimizer):
-                        self._report(zero, call, statement, path)
-                    else:
-                        left.append(zero)
-                state = _State(state.backward, left)
-        return state
+        self.model.scan(function.node.body, _State(False, ()), apply, _join)
 
     def _clears_for(self, zero: cst.Call, optimizer: cst.BaseExpression) -> bool:
         """Whether `zero` clears the gradients `optimizer` steps with."""
-        target = key(receiver(zero))
-        stepped = key(optimizer)
+        target, stepped = var(zero.func.value), var(optimizer)
         if target is None or stepped is None:
             return False
-        return target == stepped or self.optimizers.model_of.get(stepped) == target
+        return target == stepped or self.model.optimized_by(stepped) == target
 
     # -- report and fix ----------------------------------------------------
-    def _report(self, zero: _Zero, step: cst.Call, statement, path) -> None:
-        if id(zero.call) in self.reported:
+    def _report(self, function: Function, zero: Site, step: Site, events: dict) -> None:
+        if id(zero.node) in self.reported:
             return
-        self.reported.add(id(zero.call))
-        owner = owner_of(zero.path, zero.statement)
-        line = zero.statement
+        self.reported.add(id(zero.node))
+        line, statement = zero.line, step.line
+        path = self.model.path(line, function.node) if line is not None else []
+        owner = path[-2] if len(path) > 1 else None
         fixable = (
-            owner is not None
-            and isinstance(line, cst.SimpleStatementLine)
-            and len(line.body) == 1
-            and isinstance(line.body[0], cst.Expr)
-            and line.body[0].value is zero.call
+            isinstance(owner, (cst.IndentedBlock, cst.Module))
+            and isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1
+            and isinstance(line.body[0], cst.Expr) and line.body[0].value is zero.node
             and isinstance(statement, cst.SimpleStatementLine)
-            and owner_of(path, statement) is owner
+            and any(s is statement for s in owner.body)
         )
         if not fixable:
-            self.report(zero.call)
+            self.report(zero.node)
             return
         body = list(owner.body)
         at_zero = next(i for i, s in enumerate(body) if s is line)
         at_step = next(i for i, s in enumerate(body) if s is statement)
-        if at_step < at_zero or any(self._backward_in(s) for s in body[at_zero + 1:at_step]):
+        if at_step < at_zero or any(kind == "backward" for s in body[at_zero + 1:at_step]
+                                    for n in descendants(s) for kind, _ in events.get(id(n), ())):
             # a backward on some path in between: moving the zero_grad past it
             # would change more than the bug
-            self.report(zero.call)
+            self.report(zero.node)
             return
-        anchor = self._after_update(body, at_step, step)
-        edit = self.block_edit(zero.path, owner, move_after(owner, line, anchor))
-        self.report(zero.call, edits=[edit] if edit else ())
+        anchor = self._after_update(body, at_step, step.node, events)
+        self.report(zero.node, edits=[(owner, move_after(owner, line, anchor))])
 
-    def _backward_in(self, node: cst.CSTNode) -> bool:
-        if any(kind == "backward" for kind, _, _ in self.events.get(id(node), ())):
-            return True
-        return any(self._backward_in(child) for child in node.children)
-
-    def _after_update(self, body, at_step: int, step: cst.Call):
+    def _after_update(self, body, at_step: int, step: cst.Call, events: dict):
         """The step's statement, or the `scaler.update()` that follows it
         before any other backward, step or `zero_grad()`."""
-        scaler = key(receiver(step))
+        scaler = var(step.func.value)
         for statement in body[at_step + 1:]:
             if not isinstance(statement, cst.SimpleStatementLine):
                 break
@@ -326,9 +194,25 @@ class ZeroGradBeforeStep(StatementRule):
                 call = small.value if isinstance(small, cst.Expr) else None
                 if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
                         and call.func.attr.value == "update" and scaler is not None
-                        and key(call.func.value) == scaler and len(statement.body) == 1):
+                        and var(call.func.value) == scaler and len(statement.body) == 1):
                     return statement
-            if any(k != "step" or self.optimizers.stepped(c)
-                   for k, c, _ in self.events.get(id(statement), ())):
+            if any(kind != "step" or self.model.stepped(site)
+                   for kind, site in events.get(id(statement), ())):
                 break
         return body[at_step]
+
+
+def _event(site: Site) -> str | None:
+    """What a mark does for this rule: "backward" (incl. gradients written by
+    hand, `p.grad = g`, `p.grad.copy_(g)`), "zero" (`x.zero_grad()`) or "step"."""
+    node = site.node
+    name = last_name(node.func) if isinstance(node, cst.Call) else ""
+    if site.kind == BACKWARD or (site.kind == BACKPROP and name.endswith("backward")):
+        return "backward"  # incl. `self.manual_backward(loss)`, `engine.backward(loss)`
+    if site.kind == GRAD:
+        return None if isinstance(node, cst.Del) else "backward"
+    if site.kind == ZERO and name == "zero_grad" and isinstance(node.func, cst.Attribute):
+        return "zero"
+    if site.kind == STEP and name == "step":
+        return "step"
+    return None

@@ -448,3 +448,37 @@ def loss_keys(call: cst.Call) -> set[str]:
     if type(func) is cst.Attribute and (not plain or key_of(func.value) is None):
         keys |= value_keys(func.value)
     return keys
+
+
+def bound_in(events: Iterable[Event], from_calls: bool = False) -> set[str]:
+    """The variables (`x`, `self.x`) the events bind; with `from_calls`, only
+    those assigned the result of a call (`opt = SGD(...)`)."""
+    found: set[str] = set()
+    for kind, node, _ in events:
+        if kind == "small":
+            if type(node) is cst.Assign and (not from_calls or type(node.value) is cst.Call):
+                targets = [t.target for t in node.targets]
+            elif from_calls:
+                continue
+            elif type(node) in (cst.AugAssign, cst.AnnAssign):
+                targets = [node.target]
+            elif type(node) in (cst.Import, cst.ImportFrom) and not isinstance(
+                    node.names, cst.ImportStar):
+                targets = [a.asname.name if a.asname else a.name for a in node.names]
+            else:
+                continue
+        elif from_calls:
+            continue
+        elif kind == "for":
+            targets = [node.target]
+        elif kind == "with":
+            targets = [item.asname.name for item in node.items if item.asname]
+        elif kind == "handler" and node.name is not None:
+            targets = [node.name.name]
+        elif kind == "def":
+            targets = [node.name]
+        else:
+            continue
+        for target in targets:
+            found.update(target_vars(target))
+    return found

@@ -381,11 +381,24 @@ class SemanticModel(Visitor):
                 if type(arg) is cst.Call and self.qualified_name(arg.func, site.ctx) == \
                         "functools.partial" and arg.args:
                     arg = arg.args[0].value
-                if type(arg) is cst.Name or (type(arg) is cst.Attribute
-                                             and last_name(arg.value) in ("self", "cls")):
-                    found += self.defs.get(last_name(arg), ())
+                found += self.defs_named(arg, site.ctx.function)
             self._cache["engines"] = found
         return self._cache["engines"]
+
+    def defs_named(self, node: cst.BaseExpression, where: Function) -> list[Function]:
+        """The functions of the file `node` names where `where` runs: for `f`, the
+        `def f` of the innermost function around `where` (or the module) that
+        has one; for `self.f`, the methods `f` of the file's classes."""
+        candidates = self.defs.get(last_name(node), ())
+        if type(node) is cst.Attribute and last_name(node.value) in ("self", "cls"):
+            return [f for f in candidates if type(f.parent.node) is cst.ClassDef]
+        scope: Function | None = where if type(node) is cst.Name else None
+        while scope is not None:
+            found = [f for f in candidates if f.parent is scope]
+            if found:
+                return found
+            scope = scope.parent
+        return []
 
     # -- what names hold ------------------------------------------------------------
     def holds(self, key: str | None, fn: Function) -> str | None:
@@ -538,7 +551,7 @@ class SemanticModel(Visitor):
         runs with gradients off (`@contextmanager` ... `with torch.no_grad(): yield`)."""
         if type(expr) is not cst.Call or type(expr.func) not in (cst.Name, cst.Attribute):
             return None
-        for fn in self.defs.get(last_name(expr.func), ()):
+        for fn in self.defs_named(expr.func, ctx.function):
             if fn is not ctx.function and any(
                     last_name(d.decorator) == "contextmanager" for d in fn.node.decorators) \
                     and any(y.grad == t.OFF for y in fn.yields):
