@@ -1,33 +1,18 @@
 """PTL001 loss-kept-with-graph."""
 from __future__ import annotations
 
-import re
 import libcst as cst
 
+from ptlint.analysis.dataflow import (body_of, calls_in, closure, evaluated, last_name,
+                                     target_vars, var, vars_in)
+from ptlint.analysis.names import dotted
+from ptlint.analysis.semantic import BACKWARD, Function
+from ptlint.analysis.training import INSTANCE, MODULE, OFF
 from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
-from ptlint.analysis.flow import (body_of, calls_in, closure, evaluated, statements, target_vars, var,
-                         vars_in)
-from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
 
-# `torch.nn.functional` losses that do not end in `_loss`.
-_F_LOSSES = frozenset({"cross_entropy", "binary_cross_entropy",
-                       "binary_cross_entropy_with_logits", "kl_div"})
-# A callee named like a loss function: `criterion(...)`, `self.loss_fn(...)`.
-_LOSS_NAME = re.compile(
-    r"(criterion\w*|\w+_criterion|loss_fn\w*|\w+_loss_fn|loss_func(tion)?|lossfn)\Z")
-_NO_GRAD = frozenset({
-    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
-    "torch.autograd.grad_mode.no_grad", "torch.autograd.inference_mode",
-    "torch.autograd.grad_mode.inference_mode",
-})
-_SET_GRAD = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
-                       "torch.autograd.grad_mode.set_grad_enabled"})
-_ENABLE_GRAD = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
-                          "torch.autograd.grad_mode.enable_grad"})
 _AUTOGRAD = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
-_CONTEXT_NAMES = frozenset({"no_grad", "inference_mode", "set_grad_enabled", "enable_grad"})
 # Methods whose result still carries the receiver's graph.
 _KEEPS_GRAPH = frozenset({"mean", "sum", "squeeze", "unsqueeze", "view", "reshape", "float",
                           "double", "half", "to", "cpu", "cuda", "clone", "abs", "sqrt",
@@ -43,7 +28,7 @@ _REPORTING = frozenset({"print", "log", "info", "debug", "warning", "warn", "err
                         "log_dict", "log_metrics"})
 _GRAPH_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power)
 
-_LOSS, _DETACHED, _OTHER = "loss", "detached", "other"
+_LOSS, _OUTPUT, _DETACHED, _OTHER = "loss", "output", "detached", "other"
 
 
 class LossKeptWithGraph(Rule):
@@ -55,7 +40,10 @@ class LossKeptWithGraph(Rule):
     `total = total + loss`, where `loss` is the value `.backward()` is called
     on in the same loop, or the result of a loss function (`criterion(...)`,
     `loss_fn(...)`, an `nn.*Loss` instance, `F.cross_entropy`, `F.*_loss`)
-    computed outside `torch.no_grad()`.
+    computed outside `torch.no_grad()`, including every tensor of one call
+    (`cls_loss, loc_loss = criterion(...)`). In a function that trains, it
+    also flags the output of a module of the file kept that way
+    (`samples.append(G(fixed_z))` once per epoch of a GAN).
 
     It stays silent for values stored through `.item()`, `.detach()`,
     `float(...)`, `.tolist()` or `.cpu().numpy()`, for code under
@@ -66,7 +54,10 @@ class LossKeptWithGraph(Rule):
     summed, then `.backward()` on the sum; chunk losses stacked, then
     backpropagated). Loss values that are not backpropagated in the loop are
     also left alone when the list or total is returned or handed to another
-    function, which may backpropagate it.
+    function, which may backpropagate it, and so are values appended to an
+    object of some other class built in the file (`meter = AverageMeter()`,
+    then `meter.append(loss)`: its method may detach). Lists, deques, dicts
+    of lists and receivers of unknown type (a parameter) are still flagged.
 
     ## Why is this bad?
     A loss tensor references the graph that produced it, and through the graph
@@ -112,13 +103,14 @@ class LossKeptWithGraph(Rule):
     because it synchronises with the GPU on every step and changes the type.
 
     The fix is safe when the stored value is the one `.backward()` is called
-    on in the same loop (without `retain_graph=` or `create_graph=`): that
-    backward pass has already consumed and freed the graph, so nothing can
-    differentiate through the stored value again. Only the tensor's repr
+    on in the same loop, or a loss that goes into it (without `retain_graph=`
+    or `create_graph=`): that backward pass has already consumed and freed
+    the graph, so nothing can differentiate through the stored value again. Only the tensor's repr
     (no `grad_fn=`) and `requires_grad` differ.
 
-    It is unsafe otherwise (a loss value stored without being backpropagated
-    in the loop, or a backward that retains the graph): ptlint sees one
+    It is unsafe otherwise (a loss value or a model output stored without
+    being backpropagated in the loop, or a backward that retains the graph):
+    ptlint sees one
     function at a time, and code elsewhere that backpropagates through the
     stored or accumulated value would lose those gradients or fail.
     Accumulations that are backpropagated in the same function are never
@@ -136,138 +128,14 @@ class LossKeptWithGraph(Rule):
     fix_safety = Safety.UNSAFE
     requires_text = ("backward", "loss", "Loss", "criterion", "cross_entropy", "kl_div")
 
-    def __init__(self, context) -> None:
-        super().__init__(context)
-        self._frames: list[_Frame] = []
-        self._pending: list[_Frame] = []
-        self._calls: dict[int, str] = {}  # id(Call) -> kind, resolved where the call is
-        self._grad_mode: dict[int, bool] = {}  # id(With) -> True: no_grad, False: enable_grad
-        self._instances: set[str] = set()  # names bound to an `nn.*Loss(...)` instance
+    semantic = True
 
-    # -- facts gathered during the traversal, where names resolve ----------
-    def visit_Module(self, node: cst.Module) -> None:
-        self._frames.append(_Frame(node, body_of(node), nograd=False))
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        nograd = any(self._context_kind(d.decorator) is True for d in node.decorators)
-        self._frames.append(_Frame(node, body_of(node), nograd=nograd))
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        frame = self._frames.pop()
-        if frame.has_store:
-            self._pending.append(frame)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._frames[-1].loops += 1
-
-    def leave_For(self, original_node: cst.For) -> None:
-        self._frames[-1].loops -= 1
-
-    visit_While = visit_For
-    leave_While = leave_For
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        frame = self._frames[-1]
-        if frame.loops and not frame.has_store:
-            frame.has_store = any(_store(small) is not None for small in node.body)
-
-    def visit_With(self, node: cst.With) -> None:
-        for item in node.items:
-            kind = self._context_kind(item.item)
-            if kind is not None:
-                self._grad_mode[id(node)] = kind
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        last = func.attr.value if isinstance(func, cst.Attribute) else (
-            func.value if isinstance(func, cst.Name) else None)
-        if last is None:
-            return
-        if last.endswith(("_loss", "Loss")) or last in _F_LOSSES:
-            qualified = self.qualified_name(func)
-            if qualified is None:
-                return
-            module, _, name = qualified.rpartition(".")
-            if module == "torch.nn.functional":
-                self._calls[id(node)] = "loss"
-            elif qualified.startswith("torch.nn.") and name.endswith("Loss"):
-                self._calls[id(node)] = "loss_class"
-        elif last in ("backward", "grad"):
-            if self.qualified_name(func) in _AUTOGRAD:
-                self._calls[id(node)] = "autograd"
-        elif last in ("float", "int"):
-            if self.qualified_name(func) in ("builtins.float", "builtins.int"):
-                self._calls[id(node)] = "number"
-
-    def leave_Assign(self, original_node: cst.Assign) -> None:
-        value = original_node.value
-        while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-               and value.func.attr.value in ("to", "cuda", "cpu")):
-            value = value.func.value  # nn.MSELoss().to(device)
-        if isinstance(value, cst.Call) and self._calls.get(id(value)) == "loss_class":
-            for target in original_node.targets:
-                name = dotted(target.target)
-                if name is not None:
-                    self._instances.add(name)
-
-    def leave_Module(self, original_node: cst.Module) -> None:
-        frame = self._frames.pop()
-        for scope in (*self._pending, frame) if frame.has_store else self._pending:
-            _Analysis(self, scope).run()
-
-    def _context_kind(self, expr: cst.BaseExpression) -> bool | None:
-        """True for a no-grad context (`torch.no_grad()`, `torch.inference_mode()`,
-        `torch.set_grad_enabled(False)`), False for `torch.enable_grad()`."""
-        call = expr if isinstance(expr, cst.Call) else None
-        func = call.func if call is not None else expr
-        last = func.attr.value if isinstance(func, cst.Attribute) else (
-            func.value if isinstance(func, cst.Name) else None)
-        if last is None:
-            return None
-        if last not in _CONTEXT_NAMES:
-            # a project's own wrapper: yolov5's `@smart_inference_mode()`
-            return True if "no_grad" in last or "inference_mode" in last else None
-        qualified = self.qualified_name(func)
-        if qualified in _NO_GRAD or (last in ("no_grad", "inference_mode")
-                                     and not (qualified or "").startswith("torch.")):
-            if call is not None and call.args:  # inference_mode(False)
-                first = call.args[0].value
-                if isinstance(first, cst.Name) and first.value == "False":
-                    return None
-            return True
-        if qualified in _ENABLE_GRAD:
-            return False
-        if qualified in _SET_GRAD and call is not None and call.args:
-            first = call.args[0].value
-            if isinstance(first, cst.Name) and first.value in ("False", "True"):
-                return first.value == "False"
-        return None
-
-    # -- used by the analysis ---------------------------------------------
-    def is_loss_call(self, call: cst.Call) -> bool:
-        kind = self._calls.get(id(call))
-        if kind == "loss":
-            return True
-        if isinstance(call.func, cst.Call) and self._calls.get(id(call.func)) == "loss_class":
-            return True  # nn.MSELoss()(a, b)
-        name = dotted(call.func)
-        if name is None:
-            return False
-        return name in self._instances or bool(_LOSS_NAME.match(name.rpartition(".")[2]))
-
-
-class _Frame:
-    """A function or module body; analysed at the end of the module when a loop
-    in it stores something."""
-
-    __slots__ = ("node", "body", "nograd", "loops", "has_store")
-
-    def __init__(self, node: cst.CSTNode, body, nograd: bool) -> None:
-        self.node = node
-        self.body = body
-        self.nograd = nograd
-        self.loops = 0  # loops around the statement being visited
-        self.has_store = False
+    def leave_Module(self, node: cst.Module) -> None:
+        for function in self.model.functions:
+            if isinstance(function.node, (cst.Module, cst.FunctionDef)) and function.loops and any(
+                    kind == "small" and loops and _store(small) is not None
+                    for kind, small, loops in function.events):
+                _Analysis(self, function).run()
 
 
 # -- the per-scope analysis ---------------------------------------------------
@@ -311,15 +179,17 @@ def _store(small: cst.BaseSmallStatement):
 
 
 class _Analysis:
-    def __init__(self, rule: LossKeptWithGraph, frame: _Frame) -> None:
+    def __init__(self, rule: LossKeptWithGraph, function: Function) -> None:
         self.rule = rule
-        self.frame = frame
-        self.events = list(statements(frame.body))
+        self.model = rule.model
+        self.function = function
+        self.resolve = function.resolve
+        self.events = function.events
         self.state: dict[str, str] = {}
+        # a model's outputs count in training code only (where its parameters want gradients)
+        self.trains = any(s.kind == BACKWARD for s in function.all_sites())
 
     def run(self) -> None:
-        if not any(loops for _, _, loops in self.events):
-            return
         self._prepass()
         self._scan()
 
@@ -352,6 +222,8 @@ class _Analysis:
                             retained.setdefault(id(loop), set()).update(vars_)
         self.roots = roots
         self.retained = retained
+        # what flows into a loop's backpropagated values (`cls_loss` of `loss = cls_loss + ...`)
+        self.feeds = {loop: closure(found, flows) for loop, found in roots.items()}
         self.backpropagated = closure(all_roots, flows)
         self.escapes = closure(all_roots | returned, flows)
 
@@ -361,14 +233,15 @@ class _Analysis:
         retain = any(a.keyword is not None and a.keyword.value in ("retain_graph", "create_graph")
                      and not (isinstance(a.value, cst.Name) and a.value.value in ("False", "None"))
                      for a in call.args)
+        autograd = last_name(func) in ("backward", "grad") and self.resolve(func) in _AUTOGRAD
         if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward"):
-            if self.rule._calls.get(id(call)) == "autograd":
+            if autograd:
                 return (vars_in(plain[0]) if plain else set()), retain
             found = vars_in(func.value)
             if plain:
                 found |= vars_in(plain[0])
             return found, retain
-        if self.rule._calls.get(id(call)) == "autograd":
+        if autograd:
             first = plain[0] if plain else next(
                 (a.value for a in call.args if a.keyword is not None
                  and a.keyword.value in ("tensors", "outputs")), None)
@@ -394,8 +267,7 @@ class _Analysis:
             elif isinstance(value, cst.Call):
                 func = value.func
                 args = cst.Tuple([cst.Element(a.value) for a in value.args])
-                name = func.attr.value if isinstance(func, cst.Attribute) else (
-                    func.value if isinstance(func, cst.Name) else None)
+                name = last_name(func)
                 if isinstance(func, cst.Attribute) and name in _STORING:
                     receiver = var(func.value)
                     if receiver is not None:
@@ -406,12 +278,11 @@ class _Analysis:
 
     # -- pass 2: bindings in order, and the stores -------------------------
     def _scan(self) -> None:
-        nograd = [self.frame.nograd]
+        nograd = [self.function.ctx.grad == OFF]
         resets: dict[int, set[str]] = {}
         for kind, node, loops in self.events:
             if kind == "with":
-                mode = self.rule._grad_mode.get(id(node))
-                nograd.append(nograd[-1] if mode is None else mode)
+                nograd.append(self.model.context(node).grad == OFF)
                 for item in node.items:
                     if item.asname is not None:
                         self._bind(item.asname.name, None, loops, resets, nograd[-1])
@@ -441,13 +312,15 @@ class _Analysis:
         elif isinstance(small, cst.AugAssign):
             name = var(small.target)
             if name is not None and isinstance(small.target, (cst.Name, cst.Attribute)):
-                if self.state.get(name) != _LOSS:
-                    self.state[name] = _LOSS if self._carries(small.value) and not nograd \
-                        else _OTHER
+                if self.state.get(name) not in (_LOSS, _OUTPUT):
+                    carried = None if nograd else self._carries(small.value)
+                    self.state[name] = carried or _OTHER
 
     def _bind(self, target, value, loops, resets, nograd, reset: bool = True) -> None:
         single = isinstance(target, (cst.Name, cst.Attribute))
-        kind = self._kind(value, nograd) if single and value is not None else _OTHER
+        kind = self._kind(value, nograd) if value is not None else _OTHER
+        if not single and kind != _LOSS:
+            kind = _OTHER  # `cls_loss, loc_loss = criterion(...)`: each one is a loss
         for name in target_vars(target):
             self.state[name] = kind
             if reset:
@@ -464,17 +337,19 @@ class _Analysis:
             name = dotted(value)
             if name is not None and name in self.state:
                 return self.state[name]  # an alias keeps what it aliases
-        if self._carries(value):
-            return _DETACHED if nograd else _LOSS
+        carried = self._carries(value)
+        if carried is not None:
+            return _DETACHED if nograd else carried
         return _OTHER
 
     def _detaches(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Attribute):
             return expr.attr.value == "data"
         if isinstance(expr, cst.Call):
-            if self.rule._calls.get(id(expr)) == "number":
-                return True
             func = expr.func
+            if last_name(func) in ("float", "int") and self.resolve(func) in (
+                    "builtins.float", "builtins.int"):
+                return True
             if isinstance(func, cst.Attribute):
                 if func.attr.value in _DETACHING:
                     return True
@@ -505,51 +380,68 @@ class _Analysis:
             return self._graph_vars(expr.func.value)
         return set()
 
-    def _carries(self, expr: cst.BaseExpression) -> bool:
-        """Whether `expr` is (derived from) the result of a loss function."""
+    def _carries(self, expr: cst.BaseExpression) -> str | None:
+        """`_LOSS` when `expr` is (derived from) the result of a loss function,
+        `_OUTPUT` when from a call of a module of the file in training code."""
         if isinstance(expr, cst.Call):
-            if self.rule.is_loss_call(expr):
-                return True
+            if self.model.is_loss_call(expr, self.function):
+                return _LOSS
             func = expr.func
-            return (isinstance(func, cst.Attribute) and func.attr.value in _KEEPS_GRAPH
-                    and self._carries(func.value))
+            if isinstance(func, cst.Attribute) and func.attr.value in _KEEPS_GRAPH:
+                return self._carries(func.value)
+            if self.trains and isinstance(func, (cst.Name, cst.Attribute)) and self.model.holds(
+                    var(func), self.function) == MODULE:
+                return _OUTPUT  # `G(fixed_z)`
+            return None
         if isinstance(expr, (cst.Name, cst.Attribute)):
-            name = dotted(expr)
-            return name is not None and self.state.get(name) == _LOSS
+            state = self.state.get(dotted(expr) or "")
+            return state if state in (_LOSS, _OUTPUT) else None
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, _GRAPH_OPS):
             return self._carries(expr.left) or self._carries(expr.right)
         if isinstance(expr, cst.UnaryOperation):
             return self._carries(expr.expression)
-        return False
+        return None
 
     def _check(self, small, accumulator, items, loop, resets) -> None:
         if accumulator is None or accumulator in resets.get(id(loop), ()):
             return  # a fresh container or total every iteration
         if accumulator in self.backpropagated:
             return  # summed or stacked to be backpropagated: the graph is wanted
+        if isinstance(small, cst.Expr) and self.model.holds(accumulator, self.function) == INSTANCE:
+            return  # `meter.append(loss)` on an object of another class: it may detach
         roots = self.roots.get(id(loop), set())
+        feeds = self.feeds.get(id(loop), set())
         retained = self.retained.get(id(loop), set())
         edits = []
         safe = True
+        output = False
         for item in items:
             if self._detaches(item):
                 continue
-            backward = [g for g in self._graph_vars(item)
-                        if g in roots and self.state.get(g) != _DETACHED]
-            if backward:
-                safe = safe and not any(g in retained for g in backward)
-            elif not (self._carries(item) and accumulator not in self.escapes):
+            backward = [g for g in self._graph_vars(item) if self.state.get(g) != _DETACHED and (
+                g in roots or (g in feeds and self.state.get(g) == _LOSS))]
+            carried = self._carries(item)
+            if backward:  # its graph was consumed by the backward pass of this loop
+                safe = safe and not (retained and (set(backward) & retained or set(backward) - roots))
+            elif carried is None or (carried == _LOSS and accumulator in self.escapes):
                 continue
             else:
                 safe = False
+                output = output or carried == _OUTPUT
             edits.append((item, call_method(item, "detach")))
         if not edits:
             return
         name = dotted(edits[0][0])
-        message = None if name is None else (
-            f"`{name}` is kept across loop iterations with its autograd graph, so memory grows "
-            f"every step; store `{name}.detach()` (or `{name}.item()` where a Python number is "
-            "wanted)")
+        code = self.function.node.code_for_node if isinstance(
+            self.function.node, cst.Module) else cst.Module([]).code_for_node
+        if output:
+            message = (f"`{code(edits[0][0])}` is a model output kept across loop iterations "
+                       "with its autograd graph, so memory grows with every iteration; store "
+                       "its `.detach()`")
+        else:
+            message = None if name is None else (
+                f"`{name}` is kept across loop iterations with its autograd graph, so memory "
+                f"grows every step; store `{name}.detach()` (or `{name}.item()` where a Python "
+                "number is wanted)")
         self.rule.report(small, message=message, edits=edits,
                          safety=Safety.SAFE if safe else Safety.UNSAFE)
-

@@ -265,6 +265,7 @@ class SemanticModel(Visitor):
         self.functions: list[Function] = []
         self.defs: dict[str, list[Function]] = {}
         self.engine_sites: list[Site] = []
+        self._contexts: dict[int, Ctx] = {}  # by id of a `with`, loop or function node
         self._order = 0
         self._cache: dict = {}
 
@@ -290,6 +291,10 @@ class SemanticModel(Visitor):
         """`node` with where the walk is now."""
         self._order += 1
         return Site(node, kind, self.here, self.line, self._order)
+
+    def context(self, node: cst.CSTNode) -> Ctx:
+        """The context a `with` statement, a loop or a function opens."""
+        return self._contexts[id(node)]
 
     # -- facts ----------------------------------------------------------------------
     def qualified_name(self, node: cst.CSTNode, where: "Ctx | Function") -> str | None:
@@ -655,7 +660,7 @@ class SemanticModel(Visitor):
     def _enter(self, node: cst.CSTNode, kind: str) -> Function:
         parent = self.here
         function = Function(node, parent.function if parent else None, self.names.scopes[-1], self)
-        function.ctx = self.here = Ctx(parent, node, kind, function, None)
+        function.ctx = self.here = self._contexts[id(node)] = Ctx(parent, node, kind, function, None)
         self.functions.append(function)
         return function
 
@@ -691,7 +696,7 @@ class SemanticModel(Visitor):
         here, self.line = self.here, node
         loop = Loop(node, here.loop, here.function)
         here.function.loops.append(loop)
-        loop.ctx = self.here = Ctx(here, node, LOOP, here.function, loop)
+        loop.ctx = self.here = self._contexts[id(node)] = Ctx(here, node, LOOP, here.function, loop)
 
     def visit_For(self, node: cst.For) -> None:
         self._loop(node)
@@ -734,6 +739,7 @@ class SemanticModel(Visitor):
     def visit_With(self, node: cst.With) -> None:
         self.line = node
         self._push(node, WITH)
+        self._contexts[id(node)] = self.here
 
     def leave_With(self, node: cst.With) -> None:
         self._pop(node)
