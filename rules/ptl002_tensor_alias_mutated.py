@@ -5,10 +5,11 @@ import re
 
 import libcst as cst
 
+from ptlint.analysis.dataflow import calls_in, evaluated, last_name, names_in, target_vars, var
+from ptlint.analysis.semantic import BACKWARD, STEP, Function
+from ptlint.analysis.training import MODULE
 from ptlint.fixers.expressions import call_method, wrapped_in_call
-from ptlint.analysis.flow import body_of, calls_in, evaluated, statements, target_vars, vars_in
 from ptlint.model import Safety
-from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
 
 # `torch.<name>(...)` calls known to return a new tensor.
@@ -47,6 +48,8 @@ _TRAINING = re.compile(
     r"(train(_(one_)?(epoch|epochs|step|steps|batch|model|loop|iteration|iter|net|network))?"
     r"|fit|fit_one_cycle|backward|manual_backward)\Z")
 _OPTIMIZER = re.compile(r"optim|opt\b|opt_|_opt|scaler", re.I)
+_MODULE_METHODS = frozenset({"parameters", "named_parameters", "train", "eval", "zero_grad",
+                             "modules", "children"})
 
 
 class TensorAliasMutated(Rule):
@@ -59,9 +62,17 @@ class TensorAliasMutated(Rule):
     function, `b` is changed in place and returned: the caller's tensor
     changes too.
 
+    Also flags `b = a[i]` (basic indexing makes a view, not a copy) under the
+    same conditions, and `p.data = w.data` where `w` is the caller's tensor
+    (a parameter of the function, or taken from one in a loop): `p` then
+    shares its storage, and every in-place update of one changes the other.
+
     Also flags a `best_state = model.state_dict()` snapshot (or its shallow
     `.copy()`) that is kept while training goes on and later loaded, saved or
-    returned.
+    returned, including a snapshot taken before a loop that trains and
+    loaded back inside it (or in a later notebook cell), which restores
+    nothing; and `best_model = model` in a loop that trains, with
+    `best_model` used after the loop: it is the same module, not a copy.
 
     It stays silent for `b = a.clone()`, for rebinding without mutation
     (`b = b * 2`), when the other name is not read again, for intended
@@ -125,80 +136,149 @@ class TensorAliasMutated(Rule):
     fix_title = "Copy the tensor (`.clone()`, `copy.deepcopy(...)`)"
     fix_safety = Safety.UNSAFE
     requires_text = ("torch", "Tensor", "_(", "state_dict")
+    semantic = True
 
-    def __init__(self, context) -> None:
-        super().__init__(context)
-        self._frames: list[_Frame] = []
-        self._torch: dict[int, str] = {}  # id(Call) -> qualified name of a torch callee
-        self._tensor_annotated: set[int] = set()  # id(Param or AnnAssign)
-        self._copy_ok: set[int] = set()  # id(Assign) whose fix may write `copy.deepcopy`
+    def leave_Module(self, node: cst.Module) -> None:
+        for function in self.model.functions:
+            if isinstance(function.node, (cst.Module, cst.FunctionDef)):
+                _Analysis(self, function).run()
 
-    # -- facts gathered during the traversal, where names resolve ----------
-    def visit_Module(self, node: cst.Module) -> None:
-        self._frames.append(_Frame(node))
 
-    def leave_Module(self, original_node: cst.Module) -> None:
-        frame = self._frames.pop()
-        if frame.snapshot or (frame.alias and frame.mutation):
-            _Analysis(self, frame).run()
+def _in_place(name: str) -> bool:
+    return (name.endswith("_") and not name.endswith("__") and not name.startswith("_")
+            and name not in _NOT_MUTATING)
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._frames.append(_Frame(node))
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        frame = self._frames.pop()
-        if frame.snapshot or (frame.alias and frame.mutation):
-            _Analysis(self, frame).run()
+def _snapshot(value: cst.BaseExpression) -> cst.Call | None:
+    """The `model.state_dict()` call of `model.state_dict()` or of its shallow
+    `model.state_dict().copy()`, for a receiver that holds live tensors."""
+    if (isinstance(value, cst.Call) and not value.args and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "copy"):
+        value = value.func.value
+    if (isinstance(value, cst.Call) and not value.args
+            and isinstance(value.func, cst.Attribute) and value.func.attr.value == "state_dict"):
+        receiver = var(value.func.value)
+        if receiver is not None and not _NOT_MODEL.search(receiver):
+            return value
+    return None
 
-    def visit_Param(self, node: cst.Param) -> None:
-        if node.annotation is not None and self._is_tensor_type(node.annotation.annotation):
-            self._tensor_annotated.add(id(node))
 
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if self._is_tensor_type(node.annotation.annotation):
-            self._tensor_annotated.add(id(node))
+def _view(value: cst.BaseExpression, ints: set[str]) -> str | None:
+    """`a` for `a[i]`, `a[0, 1]`: an item picked by integers (a loop counter), a
+    view of `a`. Slices are left alone: writing into a slice of a buffer is
+    how buffers are filled."""
+    if not (isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name)):
+        return None
+    for element in value.slice:
+        index = element.slice.value if isinstance(element.slice, cst.Index) else None
+        if isinstance(index, cst.UnaryOperation):
+            index = index.expression
+        if not (isinstance(index, cst.Integer) or (isinstance(index, cst.Name)
+                                                   and index.value in ints)):
+            return None
+    return value.value.value
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        frame = self._frames[-1]
-        if any(isinstance(t.target, cst.Subscript) for t in node.targets):
-            frame.mutation = True
-        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+
+class _Alias:
+    __slots__ = ("stmt", "new", "old", "versions", "tensor", "param", "mutated", "reported")
+
+    def __init__(self, stmt, new, old, versions, tensor, param) -> None:
+        self.stmt = stmt
+        self.new = new
+        self.old = old
+        self.versions = versions  # name -> binding version the alias is about
+        self.tensor = tensor  # known to be a tensor
+        self.param = param  # `old` is the function's parameter, not rebound
+        self.mutated: str | None = None  # the name changed in place first
+        self.reported = False
+
+
+class _Analysis:
+    def __init__(self, rule: TensorAliasMutated, function: Function) -> None:
+        self.rule = rule
+        self.model = rule.model
+        self.function = function
+        self.resolve = function.resolve
+        self.node = function.node
+        self.version: dict[str, int] = {}
+        self.tensors: set[str] = set()  # names currently bound to a known tensor
+        self.params: set[str] = set()
+        self.live: dict[str, int | None] = {}  # loop variables over parameters: version
+        self.callers: set[str] = set()  # loop variables over what the caller passed
+        self.ints: set[str] = set()  # loop counters: `for i in range(n)`
+        self.aliases: list[_Alias] = []
+        if isinstance(self.node, cst.FunctionDef):
+            params = self.node.params
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                name = param.name.value
+                self.params.add(name)
+                self.version[name] = 0
+                if param.annotation is not None and self._is_tensor_type(param.annotation.annotation):
+                    self.tensors.add(name)
+        # `def clamp_(x)`: a trailing underscore says the caller's tensor is meant to change
+        self.check_params = not (isinstance(self.node, cst.FunctionDef)
+                                 and self.node.name.value.endswith("_"))
+
+    def run(self) -> None:
+        events = self.function.events
+        snapshots = aliases = False
+        for kind, node, loops in events:
+            if kind == "small" and isinstance(node, cst.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0].target, node.value
+                if isinstance(target, cst.Name):
+                    snapshots |= _snapshot(value) is not None or (
+                        isinstance(value, (cst.Name, cst.Attribute)) and self._trains(loops))
+                    aliases |= isinstance(value, (cst.Name, cst.Subscript))
+                aliases |= isinstance(target, cst.Attribute) and target.attr.value == "data"
+        if snapshots:
+            self._state_dicts(events)
+        if not aliases:
             return
-        value = node.value
-        if isinstance(value, cst.Name):
-            frame.alias = True
-        elif _snapshot(value) is not None:
-            frame.snapshot = True
-            if self.context.names.lookup("copy") in (None, "copy"):
-                self._copy_ok.add(id(node))
+        for kind, node, _ in events:
+            if kind == "small":
+                self._small(node)
+            elif kind in ("expr", "for", "with"):
+                parts = evaluated(kind, node)
+                self._reads(names_in(parts))
+                self._mutations(parts)
+                if kind == "for":
+                    self._for(node)
+                elif kind == "with":
+                    for item in node.items:
+                        if item.asname is not None:
+                            self._bind_target(item.asname.name, None)
+            elif kind == "handler" and node.name is not None:
+                self._bind_target(node.name.name, None)
+            elif kind == "def":
+                self._bind(node.name.value, False)
 
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._frames[-1].mutation = True
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if isinstance(func, cst.Attribute):
-            if _in_place(func.attr.value):
-                self._frames[-1].mutation = True
-        elif not isinstance(func, cst.Name):
-            return
-        qualified = self.qualified_name(func)
-        if qualified is not None and qualified.startswith("torch."):
-            self._torch[id(node)] = qualified
-            module, _, name = qualified.rpartition(".")
-            if (module in _IN_PLACE_MODULES and _in_place(name)) or any(
-                    a.keyword is not None and a.keyword.value == "out" for a in node.args):
-                self._frames[-1].mutation = True
+    def _for(self, node: cst.For) -> None:
+        self._bind_target(node.target, None)
+        iterated = names_in(node.iter)
+        names = [n for n in target_vars(node.target) if "." not in n]
+        if "param" in cst.Module([]).code_for_node(node.iter).lower():
+            # `for p in model.parameters()`: changing `p` is the point
+            for name in names:
+                self.live[name] = self.version.get(name)
+        if iterated & (self.params - {"self", "cls"}) or iterated & self.callers:
+            self.callers.update(names)  # `for p, w in zip(model.parameters(), weights)`
+        if isinstance(node.iter, cst.Call) and last_name(node.iter.func) in ("range", "enumerate"):
+            self.ints.update(names[:1])
 
     def _is_tensor_type(self, annotation: cst.BaseExpression) -> bool:
         return isinstance(annotation, (cst.Name, cst.Attribute)) and (
-            self.qualified_name(annotation) in _TENSOR_TYPES)
+            self.resolve(annotation) in _TENSOR_TYPES)
 
-    # -- used by the analysis ---------------------------------------------
-    def makes_tensor(self, value: cst.BaseExpression, tensors: set[str]) -> bool:
+    def _torch(self, call: cst.Call) -> str | None:
+        if not isinstance(call.func, (cst.Name, cst.Attribute)):
+            return None
+        qualified = self.resolve(call.func)
+        return qualified if qualified is not None and qualified.startswith("torch.") else None
+
+    def makes_tensor(self, value: cst.BaseExpression) -> bool:
         """Whether `value` is known to evaluate to a tensor."""
         if isinstance(value, cst.Call):
-            qualified = self._torch.get(id(value))
+            qualified = self._torch(value)
             if qualified is not None:
                 module, _, name = qualified.rpartition(".")
                 return (module == "torch" and name in _TORCH_TENSORS) or (
@@ -206,9 +286,9 @@ class TensorAliasMutated(Rule):
             func = value.func
             return isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS
         if isinstance(value, cst.BinaryOperation):
-            return self.makes_tensor(value.left, tensors) or self.makes_tensor(value.right, tensors)
+            return self.makes_tensor(value.left) or self.makes_tensor(value.right)
         if isinstance(value, cst.Name):
-            return value.value in tensors
+            return value.value in self.tensors
         return False
 
     def mutations(self, call: cst.Call) -> list[str]:
@@ -216,7 +296,7 @@ class TensorAliasMutated(Rule):
         `torch.op(..., out=x)`, `torch.nn.init.normal_(x)`."""
         found = []
         func = call.func
-        qualified = self._torch.get(id(call))
+        qualified = self._torch(call)
         if qualified is not None:
             for arg in call.args:
                 if arg.keyword is not None and arg.keyword.value == "out" and isinstance(
@@ -235,147 +315,72 @@ class TensorAliasMutated(Rule):
                 found.append(receiver.value)
         return found
 
-
-def _in_place(name: str) -> bool:
-    return (name.endswith("_") and not name.endswith("__") and not name.startswith("_")
-            and name not in _NOT_MUTATING)
-
-
-def _snapshot(value: cst.BaseExpression) -> cst.Call | None:
-    """The `model.state_dict()` call of `model.state_dict()` or of its shallow
-    `model.state_dict().copy()`, for a receiver that holds live tensors."""
-    if (isinstance(value, cst.Call) and not value.args and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value == "copy"):
-        value = value.func.value
-    if (isinstance(value, cst.Call) and not value.args
-            and isinstance(value.func, cst.Attribute) and value.func.attr.value == "state_dict"):
-        receiver = dotted(value.func.value)
-        if receiver is not None and not _NOT_MODEL.search(receiver):
-            return value
-    return None
-
-
-class _Frame:
-    """A function or module body, analysed when it is left if it holds a
-    `x = m.state_dict()`, or a `b = a` and something that changes a tensor in place."""
-
-    __slots__ = ("node", "alias", "mutation", "snapshot")
-
-    def __init__(self, node: cst.Module | cst.FunctionDef) -> None:
-        self.node = node
-        self.alias = self.mutation = self.snapshot = False
-
-
-class _Alias:
-    __slots__ = ("stmt", "new", "old", "versions", "tensor", "param", "mutated", "reported")
-
-    def __init__(self, stmt, new, old, versions, tensor, param) -> None:
-        self.stmt = stmt
-        self.new = new
-        self.old = old
-        self.versions = versions  # name -> binding version the alias is about
-        self.tensor = tensor  # known to be a tensor
-        self.param = param  # `old` is the function's parameter, not rebound
-        self.mutated: str | None = None  # the name changed in place first
-        self.reported = False
-
-
-class _Analysis:
-    def __init__(self, rule: TensorAliasMutated, frame: _Frame) -> None:
-        self.rule = rule
-        self.frame = frame
-        self.node = frame.node
-        self.version: dict[str, int] = {}
-        self.tensors: set[str] = set()  # names currently bound to a known tensor
-        self.params: set[str] = set()
-        self.live: dict[str, int | None] = {}  # loop variables over parameters: version
-        self.aliases: list[_Alias] = []
-        if isinstance(self.node, cst.FunctionDef):
-            params = self.node.params
-            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-                name = param.name.value
-                self.params.add(name)
-                self.version[name] = 0
-                if id(param) in rule._tensor_annotated:
-                    self.tensors.add(name)
-        # `def clamp_(x)`: a trailing underscore says the caller's tensor is meant to change
-        self.check_params = not (isinstance(self.node, cst.FunctionDef)
-                                 and self.node.name.value.endswith("_"))
-
-    def run(self) -> None:
-        events = list(statements(body_of(self.node)))
-        if self.frame.snapshot:
-            self._state_dicts(events)
-        if not (self.frame.alias and self.frame.mutation):
-            return
-        for kind, node, _ in events:
-            if kind == "small":
-                self._small(node)
-            elif kind in ("expr", "for", "with"):
-                parts = evaluated(kind, node)
-                self._reads(_names(vars_in(parts)))
-                self._mutations(parts)
-                if kind == "for":
-                    self._bind_target(node.target, None)
-                    if "param" in cst.Module([]).code_for_node(node.iter).lower():
-                        # `for p in model.parameters()`: changing `p` is the point
-                        for name in target_vars(node.target):
-                            self.live[name] = self.version.get(name)
-                elif kind == "with":
-                    for item in node.items:
-                        if item.asname is not None:
-                            self._bind_target(item.asname.name, None)
-            elif kind == "handler" and node.name is not None:
-                self._bind_target(node.name.name, None)
-            elif kind == "def":
-                self._bind(node.name.value, False)
-
     # -- the alias form -----------------------------------------------------
     def _small(self, small: cst.BaseSmallStatement) -> None:
         if isinstance(small, cst.Assign):
             targets = [t.target for t in small.targets]
-            self._reads(_names(vars_in(small.value)) | _target_reads(targets))
+            self._reads(names_in(small.value) | _target_reads(targets))
             self._mutations(small)
             for target in targets:
                 if isinstance(target, cst.Subscript):
                     self._mutated(_base_name(target), evidence=False)
             for target in targets:
                 self._bind_target(target, small.value)
-            if (len(targets) == 1 and isinstance(targets[0], cst.Name)
-                    and isinstance(small.value, cst.Name)
-                    and targets[0].value != small.value.value):
-                self._alias(small, targets[0].value, small.value.value)
+            if len(targets) != 1:
+                return
+            target, value = targets[0], small.value
+            if isinstance(target, cst.Name):
+                old = value.value if isinstance(value, cst.Name) else _view(value, self.ints)
+                if old is not None and target.value != old:
+                    self._alias(small, target.value, old)
+            elif self._shares(target, value):
+                base = var(value.value)
+                self.rule.report(small, message=(
+                    f"`{_code(small.targets[0].target)} = {_code(value)}` makes the two share "
+                    f"storage with the caller's tensor `{base}`: changing either in place "
+                    f"changes the other; copy it with `{_code(value)}.clone()`"),
+                    edits=[(value, call_method(value, "clone"))])
         elif isinstance(small, cst.AugAssign):
-            self._reads(_names(vars_in(small.value)) | _target_reads([small.target]))
+            self._reads(names_in(small.value) | _target_reads([small.target]))
             self._mutations(small.value)
             name = _base_name(small.target)
             self._mutated(name, evidence=False)
             if isinstance(small.target, cst.Name) and name not in self.tensors:
                 self._bind(name, False)  # `n += 1` on a number rebinds
         elif isinstance(small, cst.AnnAssign):
-            self._reads(_names(vars_in(small.value)))
+            self._reads(names_in(small.value))
             if small.value is not None:
                 self._mutations(small.value)
                 if isinstance(small.target, cst.Name):
                     self._bind(small.target.value,
-                               id(small) in self.rule._tensor_annotated
-                               or self.rule.makes_tensor(small.value, self.tensors))
+                               self._is_tensor_type(small.annotation.annotation)
+                               or self.makes_tensor(small.value))
         elif isinstance(small, cst.Del):
-            for name in _names(vars_in(small.target)):
+            for name in names_in(small.target):
                 self._bind(name, False)
         elif isinstance(small, cst.Return) or (
                 isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield)):
-            names = _names(vars_in(small.value))
+            names = names_in(small.value)
             self._reads(names)
             self._mutations(small)
             self._returned(names)
         else:
-            self._reads(_names(vars_in(small)))
+            self._reads(names_in(small))
             self._mutations(small)
+
+    def _shares(self, target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+        """`p.data = w.data` with `w` the caller's (a parameter, or from one in a loop)."""
+        if not (isinstance(target, cst.Attribute) and target.attr.value == "data"
+                and isinstance(value, cst.Attribute) and value.attr.value == "data"
+                and isinstance(value.value, cst.Name) and self.check_params):
+            return False
+        name = value.value.value
+        return (name in self.params - {"self", "cls"} and self.version.get(name) == 0) or (
+            name in self.callers)
 
     def _mutations(self, node: cst.CSTNode) -> None:
         for call in calls_in(node):
-            for name in self.rule.mutations(call):
+            for name in self.mutations(call):
                 self._mutated(name, evidence=True)
 
     def _mutated(self, name: str | None, evidence: bool) -> None:
@@ -409,16 +414,16 @@ class _Analysis:
 
     def _report(self, alias: _Alias, read: str | None) -> None:
         alias.reported = True
-        new, old = alias.new, alias.old
+        new, value = alias.new, alias.stmt.value
+        old = _code(value)
+        does = "does not copy" if isinstance(value, cst.Name) else "is a view, not a copy"
         if read is None:
-            message = (f"`{new} = {old}` does not copy: changing `{new}` in place also changes "
-                       f"the caller's tensor `{old}`; copy it with `{old}.clone()`")
+            message = (f"`{new} = {old}` {does}: changing `{new}` in place also changes "
+                       f"the caller's tensor `{alias.old}`; copy it with `{old}.clone()`")
         else:
-            message = (f"`{new} = {old}` does not copy: `{alias.mutated}` is changed in place "
+            message = (f"`{new} = {old}` {does}: `{alias.mutated}` is changed in place "
                        f"and `{read}` still sees the change; copy it with `{old}.clone()`")
-        value = alias.stmt.value
-        self.rule.report(alias.stmt, message=message,
-                         edits=[(value, call_method(value, "clone"))])
+        self.rule.report(alias.stmt, message=message, edits=[(value, call_method(value, "clone"))])
 
     def _alias(self, stmt: cst.Assign, new: str, old: str) -> None:
         if old not in self.version:
@@ -433,9 +438,11 @@ class _Analysis:
     # -- bindings -----------------------------------------------------------
     def _bind_target(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
         if isinstance(target, cst.Name):
-            tensor = value is not None and self.rule.makes_tensor(value, self.tensors)
+            tensor = value is not None and self.makes_tensor(value)
             if isinstance(value, cst.Name):
                 tensor = value.value in self.tensors
+            elif value is not None and _view(value, self.ints) is not None:
+                tensor = _view(value, self.ints) in self.tensors
             self._bind(target.value, tensor)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for name in target_vars(target):
@@ -446,97 +453,126 @@ class _Analysis:
 
     def _bind(self, name: str, tensor: bool) -> None:
         self.version[name] = self.version.get(name, 0) + 1
+        self.callers.discard(name)
         if tensor:
             self.tensors.add(name)
         else:
             self.tensors.discard(name)
 
-    # -- the state_dict form ------------------------------------------------
+    # -- snapshots: a state dict or a module kept under a second name --------------
     def _state_dicts(self, events) -> None:
-        snapshots = []  # (index, name, call, stmt, loops)
+        snapshots = []  # (index, name, call or None for a module, stmt, loops)
         training: list[tuple[int, tuple]] = []
-        uses: list[tuple[int, set[str], tuple]] = []
+        uses: list[tuple[int, set[str], set[str], tuple]] = []  # (index, used, read, loops)
         bindings: dict[str, list[int]] = {}
+        modules: set[str] | None = None
+        trainers = self.model.helpers(BACKWARD) | self.model.helpers(STEP)
         for index, (kind, node, loops) in enumerate(events):
             if kind == "small" and isinstance(node, cst.Assign):
                 for target in node.targets:
                     for name in target_vars(target.target):
                         bindings.setdefault(name, []).append(index)
+                target = node.targets[0].target if len(node.targets) == 1 else None
                 call = _snapshot(node.value)
-                if call is not None and len(node.targets) == 1 and isinstance(
-                        node.targets[0].target, cst.Name):
-                    snapshots.append((index, node.targets[0].target.value, call, node, loops))
+                if call is not None and isinstance(target, cst.Name):
+                    snapshots.append((index, target.value, call, node, loops))
+                elif isinstance(target, cst.Name) and isinstance(node.value, (cst.Name, cst.Attribute)):
+                    modules = self._modules(events) if modules is None else modules
+                    if var(node.value) in modules and self._trains(loops):
+                        snapshots.append((index, target.value, None, node, loops))
             elif kind == "for":
                 for name in target_vars(node.target):
                     bindings.setdefault(name, []).append(index)
             if kind not in ("small", "expr"):
                 continue
-            if any(_is_training(call) for call in calls_in(node)):
+            if any(_is_training(call, trainers) for call in calls_in(node)):
                 training.append((index, loops))
-            used = self._uses(node)
-            if used:
-                uses.append((index, used, loops))
+            uses.append((index, self._uses(node), names_in(node), loops))
         for index, name, call, stmt, loops in snapshots:
             rebound = [i for i in bindings.get(name, ()) if i > index]
-            for use, used, use_loops in uses:
-                if use <= index or name not in used:
+            for use, used, read, use_loops in uses:
+                if use <= index or name not in (used if call is not None else read):
                     continue
                 if any(index < i < use for i in rebound):
                     break  # a new snapshot (or a copy) by then
+                carried = any(loop not in use_loops and any(loop in t for _, t in training)
+                              for loop in loops)
+                if call is None:  # a module: used after the loop that trains it
+                    if carried:
+                        self._report_snapshot(stmt, name, stmt.value)
+                    break
                 later = any(index < t < use for t, _ in training)
-                carried = any(
-                    loop not in use_loops and any(loop in t_loops for _, t_loops in training)
-                    for loop in loops)
-                if later or carried:
+                repeated = any(loop not in loops and any(loop in t for _, t in training)
+                               for loop in use_loops)  # loaded in a loop that trains
+                if later or carried or repeated:
                     self._report_snapshot(stmt, name, call)
                     break
+
+    def _trains(self, loops: tuple) -> bool:
+        return any(self.model.context(loop).loop.training for loop in loops)
+
+    def _modules(self, events) -> set[str]:
+        """Names that hold a module: built as one, or given `.parameters()`, `.train()` ..."""
+        found = {key for key in self.model.keys_holding(MODULE)
+                 if self.model.holds(key, self.function) == MODULE}
+        for kind, node, _ in events:
+            if kind in ("small", "expr", "for", "with"):
+                for call in calls_in(evaluated(kind, node)):
+                    if isinstance(call.func, cst.Attribute) and call.func.attr.value in _MODULE_METHODS:
+                        found.add(var(call.func.value) or "")
+        return found
 
     def _uses(self, node: cst.CSTNode) -> set[str]:
         """Names whose state dict `node` loads, saves or returns."""
         used: set[str] = set()
         if isinstance(node, cst.Return):
-            return _names(vars_in(node.value))
+            return names_in(node.value)
         for call in calls_in(node):
             func = call.func
             first = call.args[0].value if call.args and call.args[0].keyword is None else None
             if first is None:
                 continue
             if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict":
-                used |= _names(vars_in(first))
-            elif self.rule._torch.get(id(call)) == "torch.save":
-                used |= _names(vars_in(first))
+                used |= names_in(first)
+            elif self._torch(call) == "torch.save":
+                used |= names_in(first)
         return used
 
-    def _report_snapshot(self, stmt: cst.Assign, name: str, call: cst.Call) -> None:
-        message = (f"`{name}` holds references to the live parameters, not a copy: it changes "
-                   "as training goes on; snapshot it with `copy.deepcopy(...)`")
-        if id(stmt) in self.rule._copy_ok:
+    def _report_snapshot(self, stmt: cst.Assign, name: str, copied: cst.BaseExpression) -> None:
+        if isinstance(copied, cst.Call):
+            message = (f"`{name}` holds references to the live parameters, not a copy: it "
+                       "changes as training goes on; snapshot it with `copy.deepcopy(...)`")
+        else:
+            message = (f"`{name} = {_code(copied)}` does not copy the module: its weights "
+                       f"change as training goes on; snapshot it with `copy.deepcopy({_code(copied)})`")
+        if self.model.names.lookup("copy", self.function.scope) in (None, "copy"):
             self.rule.report(stmt, message=message,
-                             edits=[(stmt.value, wrapped_in_call(call, "copy.deepcopy"))],
+                             edits=[(stmt.value, wrapped_in_call(copied, "copy.deepcopy"))],
                              imports=("import copy",),
                              fix_title="Snapshot with `copy.deepcopy(...)`")
         else:
             self.rule.report(stmt, message=message)
 
 
-def _is_training(call: cst.Call) -> bool:
+def _is_training(call: cst.Call, trainers: set[str]) -> bool:
     func = call.func
     if isinstance(func, cst.Name):
-        return bool(_TRAINING.match(func.value))
+        return bool(_TRAINING.match(func.value)) or func.value in trainers
     if not isinstance(func, cst.Attribute):
         return False
     name = func.attr.value
     if name == "step":
-        receiver = dotted(func.value)
+        receiver = var(func.value)
         return receiver is not None and bool(_OPTIMIZER.search(receiver))
     if name == "train":  # `model.train()` only switches mode; `trainer.train()` trains
-        receiver = dotted(func.value)
+        receiver = var(func.value)
         return receiver is not None and "trainer" in receiver.lower()
-    return bool(_TRAINING.match(name))
+    return bool(_TRAINING.match(name)) or (
+        name in trainers and last_name(func.value) in ("self", "cls"))
 
 
-def _names(found: set[str]) -> set[str]:
-    return {v for v in found if "." not in v}
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
 
 
 def _base_name(target: cst.BaseExpression) -> str | None:
@@ -551,8 +587,8 @@ def _target_reads(targets) -> set[str]:
     for target in targets:
         while isinstance(target, cst.Subscript):
             for element in target.slice:
-                found |= _names(vars_in(element))
+                found |= names_in(element)
             target = target.value
         if isinstance(target, cst.Attribute):
-            found |= _names(vars_in(target.value))
+            found |= names_in(target.value)
     return found

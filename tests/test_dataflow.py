@@ -1,11 +1,11 @@
-"""Unit tests of the statement walker and variable helpers in `ptlint.analysis.flow`."""
+"""The statement walker and variable helpers of `ptlint.analysis.dataflow`."""
 from __future__ import annotations
 
 import textwrap
 
 import libcst as cst
 
-from ptlint.analysis.flow import calls_in, closure, statements, target_vars, var, vars_in
+from ptlint.analysis.dataflow import calls_in, closure, statements, target_vars, var, vars_in
 
 
 def _events(source: str):
@@ -77,7 +77,7 @@ def test_closure_follows_flows_backwards():
 
 
 def test_evaluated_parts_of_headers():
-    from ptlint.analysis.flow import evaluated
+    from ptlint.analysis.dataflow import evaluated
 
     module = cst.parse_module("for x in f(y):\n    pass\nwith a(), b() as c:\n    pass\n")
     loop, with_ = module.body
@@ -85,3 +85,45 @@ def test_evaluated_parts_of_headers():
     assert code(evaluated("for", loop)) == "f(y)"
     assert {n for n in vars_in(evaluated("with", with_))} == {"a", "b"}
     assert evaluated("small", loop) is loop
+
+
+def test_value_keys_stop_at_host_values():
+    from ptlint.analysis.dataflow import value_keys
+
+    expr = cst.parse_expression("out.logits.softmax(1) + loss.item() + float(x) + y.shape[0]")
+    assert value_keys(expr) == {"out", "softmax", "loss", "item", "x", "y"} - {"softmax", "item"}
+    resolve = {"float": "builtins.float"}.get
+    assert value_keys(expr, lambda n: resolve(getattr(n, "value", "")), stop_at_host=True) == {"out"}
+
+
+def test_assignments_of_a_loop():
+    from ptlint.analysis.dataflow import assignments
+
+    loop = cst.parse_module(textwrap.dedent("""
+        for x, y in loader:
+            x = x.to(device)
+            noise = torch.randn(3)
+            out = model(x)
+            total += out.item()
+    """)).body[0]
+    found = assignments(statements([loop]), lambda n: None)
+    assert [sorted(a.targets) for a in found] == [["x", "y"], ["x"], ["noise"], ["out"], ["total"]]
+    header, moved, noise, out, total = found
+    assert header.fresh and moved.move and noise.fresh and not out.move
+    assert out.reads == {"x"} and not out.arithmetic  # a callee is not read
+    assert total.host is False and total.reads == {"total"}
+
+
+def test_bound_in_and_from_calls():
+    from ptlint.analysis.dataflow import bound_in
+
+    events = list(statements(cst.parse_module(textwrap.dedent("""
+        opt = SGD(params)
+        self.sched = other
+        for p in params:
+            pass
+        with ctx() as c:
+            pass
+    """)).body))
+    assert bound_in(events) == {"opt", "self.sched", "p", "c"}
+    assert bound_in(events, from_calls=True) == {"opt"}
