@@ -52,6 +52,13 @@ def insert_before(owner: Owner, anchor: cst.BaseStatement, new: cst.BaseStatemen
     return owner.with_changes(body=body)
 
 
+def insert_after(owner: Owner, anchor: cst.BaseStatement, new: cst.BaseStatement) -> Owner:
+    """`owner` with `new` inserted just after `anchor`."""
+    body = list(owner.body)
+    body.insert(_index(body, anchor) + 1, new)
+    return owner.with_changes(body=body)
+
+
 def move_after(owner: Owner, statement: cst.BaseStatement, anchor: cst.BaseStatement) -> Owner:
     """`owner` with `statement` moved from where it is to just after `anchor`
     (both directly in `owner`, in either order). The comment lines directly

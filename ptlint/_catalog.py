@@ -16,6 +16,7 @@ RULES = {
     'PTL023': ('functional-dropout-ignores-training', True),
     'PTL024': ('forward-called-directly', True),
     'PTL025': ('context-manager-not-called', True),
+    'PTL026': ('step-bypasses-grad-scaler', True),
     'PTL030': ('retain-graph-without-reuse', True),
     'PTL031': ('parameter-data-write', False),
     'PTL032': ('eval-without-no-grad', True),

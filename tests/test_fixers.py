@@ -12,6 +12,7 @@ from ptlint.engine.fix import apply_edits
 from ptlint.engine.locate import edit_content
 from ptlint.fixers.statements import (
     hoist_out_of_with,
+    insert_after,
     insert_before,
     move_after,
     simple_statement,
@@ -115,6 +116,14 @@ def test_insert_before_first_statement():
     module = cst.parse_module("x = 1\ny = 2\n")
     new = insert_before(module, module.body[0], simple_statement("z = 0"))
     assert new.code == "z = 0\nx = 1\ny = 2\n"
+
+
+def test_insert_after_last_and_middle_statement():
+    module = cst.parse_module("x = 1  # one\ny = 2\n")
+    assert insert_after(module, module.body[1], simple_statement("z = 0")).code == (
+        "x = 1  # one\ny = 2\nz = 0\n")
+    assert insert_after(module, module.body[0], simple_statement("z = 0")).code == (
+        "x = 1  # one\nz = 0\ny = 2\n")
 
 
 def test_insert_before_rejects_a_stranger():
