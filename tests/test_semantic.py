@@ -290,3 +290,38 @@ def test_path_and_scan():
 
     fn = _function(model, "f")
     assert model.scan(fn.node.body, (), apply, join) == ("a = 1", "if x:", "c = 3", "d = 4")
+
+
+def test_built_only_for_rules_that_ask_and_a_failure_fails_only_them(monkeypatch):
+    from conftest import settings_for
+    from ptlint.engine.lint import lint_text
+
+    text = textwrap.dedent("""
+        import torch
+        for x in loader:
+            loss = model(x)
+            loss.backward()
+            optimizer.step()
+        net = torch.nn.DataParallel(net)
+    """)
+    built = []
+    original = SemanticModel.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SemanticModel, "__init__", counting)
+    assert [f.code for f in lint_text(text, "t.py", settings_for("PTL102")).findings] == ["PTL102"]
+    assert built == []  # no enabled rule asked for it
+    assert [f.code for f in lint_text(text, "t.py", settings_for("PTL003")).findings] == ["PTL003"]
+    assert len(built) == 1
+
+    def boom(self, node):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(SemanticModel, "_visit_Call", boom)
+    for timings in (None, {}):
+        result = lint_text(text, "t.py", settings_for("PTL003", "PTL102"), timings=timings)
+        assert result.errors == ["t.py: internal error in PTL003: RuntimeError: injected"]
+        assert [f.code for f in result.findings] == ["PTL102"]

@@ -31,6 +31,7 @@ rebound after the node asked about resolves to its last binding there.
 from __future__ import annotations
 
 import time
+from types import MethodType
 from typing import Callable, Iterator, TypeVar
 
 import libcst as cst
@@ -268,23 +269,6 @@ class SemanticModel(Visitor):
         self._contexts: dict[int, Ctx] = {}  # by id of a `with`, loop or function node
         self._order = 0
         self._cache: dict = {}
-
-    def get_visitors(self) -> dict[str, Callable[[cst.CSTNode], None]]:
-        methods = super().get_visitors()
-        if self.timings is None:
-            return methods
-        timings, clock = self.timings, time.perf_counter
-
-        def timed(method):
-            def call(node):
-                started = clock()
-                try:
-                    method(node)
-                finally:
-                    timings["semantic model"] = timings.get("semantic model", 0.0) + clock() - started
-            return call
-
-        return {name: timed(method) for name, method in methods.items()}
 
     # -- for rules, during the walk -------------------------------------------------
     def site(self, node: cst.CSTNode, kind: str | None = None) -> Site:
@@ -657,146 +641,80 @@ class SemanticModel(Visitor):
         return state
 
     # -- the walk -----------------------------------------------------------------------
-    def _enter(self, node: cst.CSTNode, kind: str) -> Function:
-        parent = self.here
-        function = Function(node, parent.function if parent else None, self.names.scopes[-1], self)
-        function.ctx = self.here = self._contexts[id(node)] = Ctx(parent, node, kind, function, None)
-        self.functions.append(function)
-        return function
+    def get_visitors(self) -> dict[str, Callable[[cst.CSTNode], None]]:
+        """`visit_<Node>`/`leave_<Node>` hooks, from `_OPENS` and the `_visit_<Node>`
+        methods; with --timings, each one timed as "semantic model"."""
+        methods = {f"visit_{name}": self._open for name in _OPENS}
+        methods.update({f"leave_{name}": self._close for name in _OPENS})
+        methods.update({f"visit_{name[7:]}": getattr(self, name) for name in dir(self)
+                        if name.startswith("_visit_")})
+        methods.update(leave_SimpleStatementLine=self._end_line,
+                       leave_SimpleStatementSuite=self._end_line,
+                       leave_If_body=self._close, leave_If_orelse=self._close)
+        if self.timings is None:
+            return methods
+        return {name: MethodType(_timed(method), self) for name, method in methods.items()}
 
-    def _push(self, node: cst.CSTNode, kind: str) -> None:
-        here = self.here
-        self.here = Ctx(here, node, kind, here.function, here.loop)
+    def _open(self, node: cst.CSTNode) -> None:
+        kind, here = _OPENS[type(node).__name__], self.here
+        if kind in (FUNCTION, LAMBDA, CLASS):
+            function = Function(node, here.function, self.names.scopes[-1], self)
+            function.ctx = self.here = self._contexts[id(node)] = Ctx(here, node, kind, function, None)
+            self.functions.append(function)
+            if kind == FUNCTION:
+                self.defs.setdefault(node.name.value, []).append(function)
+            return
+        loop = here.loop
+        if kind == LOOP:
+            loop = Loop(node, here.loop, here.function)
+            here.function.loops.append(loop)
+            loop.ctx = Ctx(here, node, kind, here.function, loop)
+        self.here = loop.ctx if kind == LOOP else Ctx(here, node, kind, here.function, loop)
+        if kind in (LOOP, WITH):  # the holder of the header, and a context rules look up
+            self._contexts[id(node)], self.line = self.here, node
 
-    def _pop(self, node: cst.CSTNode) -> None:
+    def _close(self, node: cst.CSTNode) -> None:
         self.here = self.here.parent
 
-    def visit_Module(self, node: cst.Module) -> None:
-        self._enter(node, MODULE)
+    def _visit_Module(self, node: cst.Module) -> None:
+        function = Function(node, None, self.names.scopes[-1], self)
+        function.ctx = self.here = self._contexts[id(node)] = Ctx(None, node, MODULE, function, None)
+        self.functions.append(function)
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.defs.setdefault(node.name.value, []).append(self._enter(node, FUNCTION))
+    def _visit_If(self, node: cst.If) -> None:
+        self.line = node  # the holder of its test
 
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._pop(node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> None:
-        self._enter(node, LAMBDA)
-
-    def leave_Lambda(self, node: cst.Lambda) -> None:
-        self._pop(node)
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self._enter(node, CLASS)
-
-    def leave_ClassDef(self, node: cst.ClassDef) -> None:
-        self._pop(node)
-
-    def _loop(self, node: cst.For | cst.While) -> None:
-        here, self.line = self.here, node
-        loop = Loop(node, here.loop, here.function)
-        here.function.loops.append(loop)
-        loop.ctx = self.here = self._contexts[id(node)] = Ctx(here, node, LOOP, here.function, loop)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._loop(node)
-
-    def leave_For(self, node: cst.For) -> None:
-        self._pop(node)
-
-    def visit_While(self, node: cst.While) -> None:
-        self._loop(node)
-
-    def leave_While(self, node: cst.While) -> None:
-        self._pop(node)
-
-    # a comprehension runs its body once per element (one method each: LibCST
-    # keeps visitor methods by `__name__`)
-    def visit_ListComp(self, node: cst.ListComp) -> None:
-        self._push(node, COMPREHENSION)
-
-    def leave_ListComp(self, node: cst.ListComp) -> None:
-        self._pop(node)
-
-    def visit_SetComp(self, node: cst.SetComp) -> None:
-        self._push(node, COMPREHENSION)
-
-    def leave_SetComp(self, node: cst.SetComp) -> None:
-        self._pop(node)
-
-    def visit_DictComp(self, node: cst.DictComp) -> None:
-        self._push(node, COMPREHENSION)
-
-    def leave_DictComp(self, node: cst.DictComp) -> None:
-        self._pop(node)
-
-    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
-        self._push(node, COMPREHENSION)
-
-    def leave_GeneratorExp(self, node: cst.GeneratorExp) -> None:
-        self._pop(node)
-
-    def visit_With(self, node: cst.With) -> None:
-        self.line = node
-        self._push(node, WITH)
-        self._contexts[id(node)] = self.here
-
-    def leave_With(self, node: cst.With) -> None:
-        self._pop(node)
-
-    def visit_If(self, node: cst.If) -> None:
-        self.line = node
-
-    def visit_If_body(self, node: cst.If) -> None:
+    def _visit_If_body(self, node: cst.If) -> None:
         self.line = None
-        self._push(node, BRANCH)
+        self.here = Ctx(self.here, node, BRANCH, self.here.function, self.here.loop)
 
-    def leave_If_body(self, node: cst.If) -> None:
-        self._pop(node)
+    def _visit_If_orelse(self, node: cst.If) -> None:
+        self.here = Ctx(self.here, node, BRANCH, self.here.function, self.here.loop)
 
-    def visit_If_orelse(self, node: cst.If) -> None:
-        self._push(node, BRANCH)
-
-    def leave_If_orelse(self, node: cst.If) -> None:
-        self._pop(node)
-
-    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        self._push(node, HANDLER)
-
-    def leave_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        self._pop(node)
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+    def _visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self.line = node
 
-    def leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+    def _visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self.line = node
+
+    def _end_line(self, node: cst.CSTNode) -> None:
         self.line = None
 
-    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
-        self.line = node
-
-    def leave_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
-        self.line = None
-
-    def visit_Yield(self, node: cst.Yield) -> None:
+    def _visit_Yield(self, node: cst.Yield) -> None:
         self.here.function.yields.append(self.here)
 
     def _mark(self, node: cst.CSTNode, kind: str) -> None:
-        site = self.site(node, kind)
-        here = self.here
+        site, here = self.site(node, kind), self.here
         if kind == ENGINE:
             self.engine_sites.append(site)
-        elif here.loop is not None:
-            here.loop.sites.append(site)
         else:
-            here.function.sites.append(site)
+            (here.loop if here.loop is not None else here.function).sites.append(site)
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def _visit_Call(self, node: cst.Call) -> None:
         func = node.func
         kind = type(func)
         if kind is cst.Attribute:
-            name = func.attr.value
-            receiver = func.value
+            name, receiver = func.attr.value, func.value
             helper = type(receiver) is cst.Name and receiver.value in ("self", "cls")
         elif kind is cst.Name:
             name, helper = func.value, True
@@ -819,19 +737,37 @@ class SemanticModel(Visitor):
                 return
         self._mark(node, mark)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def _visit_Assign(self, node: cst.Assign) -> None:
         if any(t.on_grad(target.target) for target in node.targets):
             self._mark(node, GRAD)  # `p.grad = None`, `p.grad = g`
 
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+    def _visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if t.on_grad(node.target):
             self._mark(node, GRAD)
 
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+    def _visit_AugAssign(self, node: cst.AugAssign) -> None:
         if t.on_grad(node.target):
             self._mark(node, GRAD)
 
-    def visit_Del(self, node: cst.Del) -> None:
+    def _visit_Del(self, node: cst.Del) -> None:
         targets = node.target.elements if type(node.target) is cst.Tuple else [node.target]
         if any(t.on_grad(getattr(target, "value", target)) for target in targets):
             self._mark(node, GRAD)
+
+
+# what each node opens: a function, a loop, a `with` block, an `except` handler ...
+_OPENS = {"FunctionDef": FUNCTION, "Lambda": LAMBDA, "ClassDef": CLASS, "For": LOOP,
+          "While": LOOP, "ListComp": COMPREHENSION, "SetComp": COMPREHENSION,
+          "DictComp": COMPREHENSION, "GeneratorExp": COMPREHENSION, "With": WITH,
+          "ExceptHandler": HANDLER}
+
+
+def _timed(method: Callable[[cst.CSTNode], None]) -> Callable:
+    def timed(model: SemanticModel, node: cst.CSTNode) -> None:
+        started = time.perf_counter()
+        try:
+            method(node)
+        finally:
+            model.timings["semantic model"] = (model.timings.get("semantic model", 0.0)
+                                               + time.perf_counter() - started)
+    return timed
