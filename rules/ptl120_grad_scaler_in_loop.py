@@ -4,7 +4,6 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.analysis.names import dotted
-from ptlint.analysis.semantic import BRANCH, LOOP
 from ptlint.analysis.training import SCALERS
 from ptlint.analysis.walk import descendants
 from ptlint.fixers.statements import insert_before, without_statement
@@ -94,19 +93,21 @@ class GradScalerInLoop(Rule):
     semantic = True
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        around = self.model.here.innermost(LOOP, BRANCH)
-        if around is None or around.kind != LOOP:
-            return  # not in a loop, or created conditionally (lazily) inside it
+        around = self.model.here.loop
         call = node.value
-        if not isinstance(call, cst.Call) or isinstance(call.func, (cst.Call, cst.Subscript)):
+        if around is None or not isinstance(call, cst.Call) or isinstance(
+                call.func, (cst.Call, cst.Subscript)):
             return
         if self.qualified_name(call.func) not in SCALERS or len(node.targets) != 1:
             return
-        scaler = dotted(node.targets[0].target)
-        loop = around.node
+        scaler, loop = dotted(node.targets[0].target), around.node
+        path = self.model.path(node, loop)
+        if any(isinstance(n, cst.If) and inner is not n.test for n, inner in zip(path, path[1:])):
+            return  # created conditionally (lazily) inside the loop
         if scaler is None or not self._uses(loop, scaler) or self._creates_optimizer(loop):
             return
-        self._report(call, node, loop, self.model.path(loop, around.function.node)[-2])
+        self._report(call, node, loop, self.model.path(loop, around.function.node)[-2],
+                     self.model.site(node).line)
 
     def _uses(self, loop: cst.CSTNode, scaler: str) -> bool:
         for found in descendants(loop):
@@ -126,8 +127,7 @@ class GradScalerInLoop(Rule):
                 return True
         return False
 
-    def _report(self, call: cst.Call, assign: cst.Assign, loop, parent) -> None:
-        line = self.model.line
+    def _report(self, call: cst.Call, assign: cst.Assign, loop, parent, line) -> None:
         fixable = (
             line is not None and len(line.body) == 1 and line.body[0] is assign
             and isinstance(parent, (cst.IndentedBlock, cst.Module))

@@ -142,7 +142,7 @@ class HostSyncInTrainingLoop(Rule):
         tainted: dict[Loop, tuple[set[str], set[str]]] = {}
         for site, what, keys, loss_only in self.calls:
             hot = site.ctx.hot_loop()
-            if hot is None or site.ctx.periodic_within(hot) or not self._on_device(hot.function):
+            if hot is None or site.periodic_within(hot) or not self._on_device(hot.function):
                 continue
             if hot not in tainted:
                 tainted[hot] = _tainted(hot)

@@ -83,6 +83,6 @@ class EmptyCacheInTrainingLoop(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         for site, qualified in self.calls:
             hot = site.ctx.hot_loop()
-            if hot is not None and not site.ctx.periodic_within(hot):
+            if hot is not None and not site.periodic_within(hot):
                 self.report(site.node, message=(
                     f"`{qualified}()` on every training step slows every step down"))

@@ -58,7 +58,7 @@ def test_training_loops_directly_and_through_helpers():
 
 
 def test_hot_loop_and_periodic_guards():
-    model, here = _contexts("""
+    model, here, sites = _contexts("""
         for x in loader:
             loss = model(x)
             loss.backward()
@@ -79,7 +79,7 @@ def test_hot_loop_and_periodic_guards():
     """)
     (loop,) = model.functions[0].loops
     assert here["g = loss.item()"].hot_loop() is loop
-    periodic = {k: v.periodic_within(loop) for k, v in here.items() if "item" in k}
+    periodic = {k: sites[k].periodic_within(loop) for k in here if "item" in k}
     assert periodic == {"a = loss.item()": True, "b = loss.item()": True, "c = loss.item()": True,
                         "e = loss.item()": True, "f = loss.item()": False,
                         "g = loss.item()": False}
@@ -108,23 +108,25 @@ def test_optimizer_steps_by_construction_and_name():
     assert model.optimized_by("o") == "net"
 
 
-def _contexts(source: str) -> tuple[SemanticModel, dict]:
-    """The model, and where the walk was at each simple statement, by its code."""
+def _contexts(source: str) -> tuple[SemanticModel, dict, dict]:
+    """The model, where the walk was at each simple statement, and the site of
+    the statement's first small statement, by the statement's code."""
     module = cst.parse_module(textwrap.dedent(source))
     names = NameResolver()
     model = SemanticModel(names)
-    found = {}
+    found, sites = {}, {}
 
     class Probe(cst.BatchableCSTVisitor):
         def visit_SimpleStatementLine(self, node):
-            found[cst.Module([]).code_for_node(node).strip()] = model.here
+            code = cst.Module([]).code_for_node(node).strip()
+            found[code], sites[code] = model.here, model.site(node.body[0])
 
     walk(module, [names, model, Probe(), ScopeExit(names)])
-    return model, found
+    return model, found, sites
 
 
 def test_grad_modes_block_decorator_and_own_context_manager():
-    model, here = _contexts("""
+    model, here, _ = _contexts("""
         import contextlib
         import torch
 
@@ -160,7 +162,7 @@ def test_grad_modes_block_decorator_and_own_context_manager():
 
 
 def test_autocast_regions_literal_held_and_partial():
-    model, here = _contexts("""
+    model, here, _ = _contexts("""
         import functools
         from contextlib import nullcontext
         import torch
@@ -325,3 +327,21 @@ def test_built_only_for_rules_that_ask_and_a_failure_fails_only_them(monkeypatch
         result = lint_text(text, "t.py", settings_for("PTL003", "PTL102"), timings=timings)
         assert result.errors == ["t.py: internal error in PTL003: RuntimeError: injected"]
         assert [f.code for f in result.findings] == ["PTL102"]
+
+
+def test_the_statement_that_holds_a_site():
+    model, _ = _model("""
+        def f(opt, x):
+            if opt.step():
+                opt.zero_grad()
+            while x: opt.zero_grad()
+            with ctx(opt.step()):
+                loss.backward()
+            run(lambda: y.backward())
+    """)
+    code = cst.Module([]).code_for_node
+    sites = sorted((s for f in model.functions for s in f.all_sites()), key=lambda s: s.order)
+    assert [(code(s.node), type(s.line).__name__) for s in sites] == [
+        ("opt.step()", "If"), ("opt.zero_grad()", "SimpleStatementLine"),
+        ("opt.zero_grad()", "SimpleStatementSuite"), ("opt.step()", "With"),
+        ("loss.backward()", "SimpleStatementLine"), ("y.backward()", "SimpleStatementLine")]

@@ -39,11 +39,11 @@ import libcst as cst
 from ptlint.analysis import training as t
 from ptlint.analysis.dataflow import Event, body_of, block, last_name, statements, var
 from ptlint.analysis.names import NameResolver, Scope
-from ptlint.analysis.walk import Visitor, children
+from ptlint.analysis.walk import Visitor, children, descendants
 
 # contexts
 MODULE, FUNCTION, LAMBDA, CLASS = "module", "function", "lambda", "class"
-LOOP, COMPREHENSION, WITH, BRANCH, HANDLER = "loop", "comprehension", "with", "branch", "handler"
+LOOP, COMPREHENSION, WITH = "loop", "comprehension", "with"
 _BARRIERS = frozenset({MODULE, FUNCTION, LAMBDA, CLASS})
 # marks
 BACKWARD, BACKPROP, STEP, ZERO, GRAD, ENGINE = (
@@ -61,24 +61,42 @@ S = TypeVar("S")
 
 class Site:
     """A node as the walk saw it: what it is (a mark kind, or None for a node
-    a rule noted), its context, the statement holding it, its order in the file."""
+    a rule noted), its context, its order in the file; `line` is the statement
+    that holds it (a simple statement line or suite, or the compound statement
+    whose header it is in), found on demand."""
 
-    __slots__ = ("node", "kind", "ctx", "line", "order")
+    __slots__ = ("node", "kind", "ctx", "order", "_line")
 
-    def __init__(self, node, kind, ctx, line, order) -> None:
-        self.node, self.kind, self.ctx, self.line, self.order = node, kind, ctx, line, order
+    def __init__(self, node, kind, ctx, order) -> None:
+        self.node, self.kind, self.ctx, self.order, self._line = node, kind, ctx, order, _UNSET
+
+    @property
+    def line(self) -> cst.CSTNode | None:
+        if self._line is _UNSET:
+            self._line = self.ctx.function.model._holders(self.ctx.function).get(id(self.node))
+        return self._line
+
+    def periodic_within(self, loop: "Loop") -> bool:
+        """Guarded, inside `loop`, by an `if` whose test looks like a schedule or a
+        process guard (`step % k == 0`, `rank == 0`), or in an `except` handler."""
+        path = self.ctx.function.model.path(self.node, loop.node)
+        for node, inner in zip(path, path[1:]):
+            if type(node) is cst.ExceptHandler or (type(node) is cst.If and inner is not node.test
+                                                   and t.schedule_test(node.test)):
+                return True
+        return False
 
 
 class Ctx:
     """One level of nesting around a node; `parent` is the next one out."""
 
-    __slots__ = ("parent", "node", "kind", "function", "loop", "_grad", "_autocast", "_periodic")
+    __slots__ = ("parent", "node", "kind", "function", "loop", "_grad", "_autocast")
 
     def __init__(self, parent: "Ctx | None", node: cst.CSTNode, kind: str,
                  function: "Function", loop: "Loop | None") -> None:
         self.parent, self.node, self.kind = parent, node, kind
         self.function, self.loop = function, loop
-        self._grad = self._autocast = self._periodic = _UNSET
+        self._grad = self._autocast = _UNSET
 
     def up(self) -> Iterator["Ctx"]:
         """This context and those around it, up to its function (included)."""
@@ -112,24 +130,6 @@ class Ctx:
             if self._autocast is None and self.kind not in _BARRIERS:
                 self._autocast = self.parent.autocast
         return self._autocast
-
-    @property
-    def periodic(self) -> bool:
-        """For an `if` branch: whether its test looks like a schedule or a
-        process guard (`step % k == 0`, `rank == 0`); an `except` always is."""
-        if self._periodic is _UNSET:
-            self._periodic = self.kind == HANDLER or (
-                self.kind == BRANCH and t.schedule_test(self.node.test))
-        return self._periodic
-
-    def periodic_within(self, loop: "Loop") -> bool:
-        """Guarded, inside `loop`, by a periodic branch or an `except`."""
-        for ctx in self.up():
-            if ctx is loop.ctx:
-                return False
-            if ctx.periodic:
-                return True
-        return False
 
     def hot_loop(self) -> "Loop | None":
         """The nearest hot loop among those around this context."""
@@ -262,7 +262,6 @@ class SemanticModel(Visitor):
         super().__init__()
         self.names, self.timings = names, timings
         self.here: Ctx = None  # type: ignore[assignment]
-        self.line: cst.CSTNode | None = None
         self.functions: list[Function] = []
         self.defs: dict[str, list[Function]] = {}
         self.engine_sites: list[Site] = []
@@ -274,7 +273,7 @@ class SemanticModel(Visitor):
     def site(self, node: cst.CSTNode, kind: str | None = None) -> Site:
         """`node` with where the walk is now."""
         self._order += 1
-        return Site(node, kind, self.here, self.line, self._order)
+        return Site(node, kind, self.here, self._order)
 
     def context(self, node: cst.CSTNode) -> Ctx:
         """The context a `with` statement, a loop or a function opens."""
@@ -560,6 +559,32 @@ class SemanticModel(Visitor):
             return (t.autocast_enabled(expr, fn.resolve(expr.func)),)
         return (kind == t.AUTOCAST,) if kind in (t.AUTOCAST, t.AUTOCAST_OFF) else None
 
+    def _holders(self, function: Function) -> dict[int, cst.CSTNode]:
+        """For every node in the statements of `function` (of the function around
+        it, for a lambda): the simple statement line or suite that holds it, or
+        the compound statement whose header it is in."""
+        while type(function.node) is cst.Lambda:
+            function = function.parent
+        key = ("holders", id(function))
+        if key not in self._cache:
+            found = self._cache[key] = {}
+            pending = list(body_of(function.node))
+            while pending:
+                statement = pending.pop()
+                kind = type(statement)
+                if kind in (cst.FunctionDef, cst.ClassDef):
+                    continue
+                if kind in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
+                    found.update((id(n), statement) for n in descendants(statement))
+                    continue
+                for child in children(statement):  # a header's parts, or a block
+                    if isinstance(child, (cst.BaseSuite, cst.BaseStatement, cst.Else,
+                                          cst.ExceptHandler, cst.Finally, cst.MatchCase)):
+                        pending.append(child)
+                    else:
+                        found.update((id(n), statement) for n in descendants(child))
+        return self._cache[key]
+
     # -- statements -------------------------------------------------------------------
     @staticmethod
     def path(node: cst.CSTNode, root: cst.CSTNode) -> list[cst.CSTNode]:
@@ -648,9 +673,6 @@ class SemanticModel(Visitor):
         methods.update({f"leave_{name}": self._close for name in _OPENS})
         methods.update({f"visit_{name[7:]}": getattr(self, name) for name in dir(self)
                         if name.startswith("_visit_")})
-        methods.update(leave_SimpleStatementLine=self._end_line,
-                       leave_SimpleStatementSuite=self._end_line,
-                       leave_If_body=self._close, leave_If_orelse=self._close)
         if self.timings is None:
             return methods
         return {name: MethodType(_timed(method), self) for name, method in methods.items()}
@@ -670,8 +692,8 @@ class SemanticModel(Visitor):
             here.function.loops.append(loop)
             loop.ctx = Ctx(here, node, kind, here.function, loop)
         self.here = loop.ctx if kind == LOOP else Ctx(here, node, kind, here.function, loop)
-        if kind in (LOOP, WITH):  # the holder of the header, and a context rules look up
-            self._contexts[id(node)], self.line = self.here, node
+        if kind in (LOOP, WITH):  # contexts rules look up
+            self._contexts[id(node)] = self.here
 
     def _close(self, node: cst.CSTNode) -> None:
         self.here = self.here.parent
@@ -680,25 +702,6 @@ class SemanticModel(Visitor):
         function = Function(node, None, self.names.scopes[-1], self)
         function.ctx = self.here = self._contexts[id(node)] = Ctx(None, node, MODULE, function, None)
         self.functions.append(function)
-
-    def _visit_If(self, node: cst.If) -> None:
-        self.line = node  # the holder of its test
-
-    def _visit_If_body(self, node: cst.If) -> None:
-        self.line = None
-        self.here = Ctx(self.here, node, BRANCH, self.here.function, self.here.loop)
-
-    def _visit_If_orelse(self, node: cst.If) -> None:
-        self.here = Ctx(self.here, node, BRANCH, self.here.function, self.here.loop)
-
-    def _visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self.line = node
-
-    def _visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
-        self.line = node
-
-    def _end_line(self, node: cst.CSTNode) -> None:
-        self.line = None
 
     def _visit_Yield(self, node: cst.Yield) -> None:
         self.here.function.yields.append(self.here)
@@ -758,8 +761,7 @@ class SemanticModel(Visitor):
 # what each node opens: a function, a loop, a `with` block, an `except` handler ...
 _OPENS = {"FunctionDef": FUNCTION, "Lambda": LAMBDA, "ClassDef": CLASS, "For": LOOP,
           "While": LOOP, "ListComp": COMPREHENSION, "SetComp": COMPREHENSION,
-          "DictComp": COMPREHENSION, "GeneratorExp": COMPREHENSION, "With": WITH,
-          "ExceptHandler": HANDLER}
+          "DictComp": COMPREHENSION, "GeneratorExp": COMPREHENSION, "With": WITH}
 
 
 def _timed(method: Callable[[cst.CSTNode], None]) -> Callable:
