@@ -220,21 +220,23 @@ class _Analysis:
                                  and self.node.name.value.endswith("_"))
 
     def run(self) -> None:
-        events = self.function.events
-        snapshots = aliases = shares = writes = False
+        function = self.function
+        if not (function.writes or "state_dict" in function.every("calls")
+                or any(loop.training for loop in function.loops)):
+            return
+        events = function.events
+        snapshots = aliases = shares = False
         for kind, node, loops in events:
             if kind == "small" and isinstance(node, cst.Assign):
-                writes |= any(isinstance(t.target, cst.Subscript) for t in node.targets)
                 target, value = node.targets[0].target, node.value
                 if len(node.targets) == 1 and isinstance(target, cst.Name):
                     snapshots |= _snapshot(value) is not None or (
                         isinstance(value, (cst.Name, cst.Attribute)) and self._trains(loops))
                     aliases |= isinstance(value, (cst.Name, cst.Subscript))
                 shares |= isinstance(target, cst.Attribute) and target.attr.value == "data"
-            writes |= kind == "small" and isinstance(node, cst.AugAssign)
         if snapshots:
             self._state_dicts(events)
-        if not (shares or aliases and (writes or self._changes_in_place(events))):
+        if not (shares or aliases and function.writes):
             return
         for kind, node, _ in events:
             if kind == "small":
@@ -253,13 +255,6 @@ class _Analysis:
                 self._bind_target(node.name.name, None)
             elif kind == "def":
                 self._bind(node.name.value, False)
-
-    def _changes_in_place(self, events) -> bool:
-        """An in-place method (`x.add_(...)`) or an `out=` somewhere in the function."""
-        return any(_in_place(name) for name in self.function.every("calls")) or any(
-            arg.keyword is not None and arg.keyword.value == "out" for kind, node, _ in events
-            if kind != "def" and kind != "end_with" for call in calls_in(evaluated(kind, node))
-            for arg in call.args)
 
     def _for(self, node: cst.For) -> None:
         self._bind_target(node.target, None)

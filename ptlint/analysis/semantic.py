@@ -222,6 +222,8 @@ class Function(_Body):
         self.parent, self.scope, self.model = parent, scope, model
         self.loops: list[Loop] = []
         self.yields: list[Ctx] = []
+        # something is changed in place: `x += y`, `x[i] = y`, `p.data = y`, `x.add_(y)`, `out=`
+        self.writes = False
         self.name = node.name.value if type(node) in (cst.FunctionDef, cst.ClassDef) else None
 
     @property
@@ -671,8 +673,7 @@ class SemanticModel(Visitor):
         methods; with --timings, each one timed as "semantic model"."""
         methods = {f"visit_{name}": self._open for name in _OPENS}
         methods.update({f"leave_{name}": self._close for name in _OPENS})
-        methods.update({f"visit_{name[7:]}": getattr(self, name) for name in dir(self)
-                        if name.startswith("_visit_")})
+        methods.update({f"visit_{name[7:]}": getattr(self, name) for name in _HOOKS})
         if self.timings is None:
             return methods
         return {name: MethodType(_timed(method), self) for name, method in methods.items()}
@@ -726,6 +727,9 @@ class SemanticModel(Visitor):
         here = self.here
         body = here.loop if here.loop is not None else here.function
         body.calls.add(name)
+        if (name[-1:] == "_" and name[-2:] != "__") or any(
+                a.keyword is not None and a.keyword.value == "out" for a in node.args):
+            here.function.writes = True
         if helper:
             body.helper_calls.add(name)
         mark = _MARKS.get(name)
@@ -741,6 +745,10 @@ class SemanticModel(Visitor):
         self._mark(node, mark)
 
     def _visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            kind = type(target.target)
+            if kind is cst.Subscript or (kind is cst.Attribute and target.target.attr.value == "data"):
+                self.here.function.writes = True
         if any(t.on_grad(target.target) for target in node.targets):
             self._mark(node, GRAD)  # `p.grad = None`, `p.grad = g`
 
@@ -749,6 +757,7 @@ class SemanticModel(Visitor):
             self._mark(node, GRAD)
 
     def _visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.here.function.writes = True
         if t.on_grad(node.target):
             self._mark(node, GRAD)
 
@@ -758,10 +767,13 @@ class SemanticModel(Visitor):
             self._mark(node, GRAD)
 
 
-# what each node opens: a function, a loop, a `with` block, an `except` handler ...
+# what each node opens: a function, a loop, a comprehension or a `with` block
 _OPENS = {"FunctionDef": FUNCTION, "Lambda": LAMBDA, "ClassDef": CLASS, "For": LOOP,
           "While": LOOP, "ListComp": COMPREHENSION, "SetComp": COMPREHENSION,
           "DictComp": COMPREHENSION, "GeneratorExp": COMPREHENSION, "With": WITH}
+
+
+_HOOKS = tuple(name for name in vars(SemanticModel) if name.startswith("_visit_"))
 
 
 def _timed(method: Callable[[cst.CSTNode], None]) -> Callable:
