@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import (body_of, calls_in, closure, evaluated, last_name,
+from ptlint.analysis.dataflow import (calls_in, closure, evaluated, last_name,
                                      target_vars, var, vars_in)
 from ptlint.analysis.names import dotted
 from ptlint.analysis.semantic import BACKWARD, Function

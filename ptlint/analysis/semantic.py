@@ -5,25 +5,27 @@ per file, built only when an enabled rule declares `semantic = True`, shared
 by all of them, and queried instead of rebuilt by each. It is a visitor the
 engine runs right after the name resolver and before every rule, so during
 the walk `here` is where the walk is now (a `Ctx`: the function, loop,
-`with` block, `if` branch ... around the node, innermost first) and `line`
-the statement that holds it. Rules note the nodes they care about with
-`site(node)` and ask their questions in `leave_Module`, once the model has
-seen the whole file; the answers are computed then, on demand, and cached.
+comprehension or `with` block around the node, innermost first). Rules note
+the nodes they care about with `site(node)` and ask their questions in
+`leave_Module`, once the model has seen the whole file; the answers are
+computed then, on demand, and cached.
 
 What it answers:
 - the functions (and the module, class bodies and lambdas) with their bodies
   in order (`Function.events`) and their loops (`Loop`);
 - marks: backward calls, optimizer steps, gradient clearing and writes, and
-  other backpropagating calls (`Function.sites`, `Loop.sites`);
+  other backpropagating calls (`Function.all_sites()`, `Loop.sites`);
 - which loops train (`Loop.training`: backward and an optimizer step, directly
   or through helpers defined in the file), which are hot (`Loop.hot`), and
   which functions a training engine runs once per iteration (`engine_steps`);
 - the grad mode and autocast region of a context (`Ctx.grad`, `Ctx.autocast`),
   block and decorator forms, autocast held in a variable or attribute or built
   with `functools.partial`;
-- what a name holds where it is known (`holds`, kinds in `training`);
-- where a node sits among statements (`path`) and a path-sensitive walk over
-  a body's statements (`scan`).
+- what a name holds where it is known (`holds`, from `bindings`; the kinds are
+  in `training`);
+- the statement that holds a node (`Site.line`), the guards around it
+  (`Site.periodic_within`), where it sits among statements (`path`) and
+  paths through a body's statements (`scan`), from `statements`.
 
 Names are resolved with the resolver's scopes, kept after the walk: a name
 rebound after the node asked about resolves to its last binding there.
@@ -32,229 +34,26 @@ from __future__ import annotations
 
 import time
 from types import MethodType
-from typing import Callable, Iterator, TypeVar
+from typing import Callable
 
 import libcst as cst
 
 from ptlint.analysis import training as t
-from ptlint.analysis.dataflow import Event, body_of, block, last_name, statements, var
-from ptlint.analysis.names import NameResolver, Scope
-from ptlint.analysis.walk import Visitor, children, descendants
+from ptlint.analysis.bindings import Bindings
+from ptlint.analysis.contexts import (  # noqa: F401 - the model's vocabulary, for rules
+    BACKPROP, BACKWARD, CLASS, COMPREHENSION, ENGINE, FUNCTION, GRAD, LAMBDA, LOOP, MODULE, STEP,
+    WITH, ZERO, Ctx, Function, Loop, Site)
+from ptlint.analysis.dataflow import body_of, last_name, var
+from ptlint.analysis.names import NameResolver
+from ptlint.analysis.statements import holders, path, scan
+from ptlint.analysis.walk import Visitor
 
-# contexts
-MODULE, FUNCTION, LAMBDA, CLASS = "module", "function", "lambda", "class"
-LOOP, COMPREHENSION, WITH = "loop", "comprehension", "with"
-_BARRIERS = frozenset({MODULE, FUNCTION, LAMBDA, CLASS})
-# marks
-BACKWARD, BACKPROP, STEP, ZERO, GRAD, ENGINE = (
-    "backward", "backprop", "step", "zero", "grad", "engine")
 _MARKS = {"backward": BACKWARD, "manual_backward": BACKWARD, "step": STEP,
           "optimizer_step": STEP, "grad": BACKPROP, "Engine": ENGINE,
           "DeterministicEngine": ENGINE}
 _ENGINES = frozenset({"ignite.engine.Engine", "ignite.engine.engine.Engine",
                       "ignite.engine.DeterministicEngine",
                       "ignite.engine.deterministic.DeterministicEngine"})
-_ENDS_PATH = (cst.Return, cst.Raise, cst.Continue, cst.Break)
-_UNSET = object()
-S = TypeVar("S")
-
-
-class Site:
-    """A node as the walk saw it: what it is (a mark kind, or None for a node
-    a rule noted), its context, its order in the file; `line` is the statement
-    that holds it (a simple statement line or suite, or the compound statement
-    whose header it is in), found on demand."""
-
-    __slots__ = ("node", "kind", "ctx", "order", "_line")
-
-    def __init__(self, node, kind, ctx, order) -> None:
-        self.node, self.kind, self.ctx, self.order, self._line = node, kind, ctx, order, _UNSET
-
-    @property
-    def line(self) -> cst.CSTNode | None:
-        if self._line is _UNSET:
-            self._line = self.ctx.function.model._holders(self.ctx.function).get(id(self.node))
-        return self._line
-
-    def periodic_within(self, loop: "Loop") -> bool:
-        """Guarded, inside `loop`, by an `if` whose test looks like a schedule or a
-        process guard (`step % k == 0`, `rank == 0`), or in an `except` handler."""
-        path = self.ctx.function.model.path(self.node, loop.node)
-        for node, inner in zip(path, path[1:]):
-            if type(node) is cst.ExceptHandler or (type(node) is cst.If and inner is not node.test
-                                                   and t.schedule_test(node.test)):
-                return True
-        return False
-
-
-class Ctx:
-    """One level of nesting around a node; `parent` is the next one out."""
-
-    __slots__ = ("parent", "node", "kind", "function", "loop", "_grad", "_autocast")
-
-    def __init__(self, parent: "Ctx | None", node: cst.CSTNode, kind: str,
-                 function: "Function", loop: "Loop | None") -> None:
-        self.parent, self.node, self.kind = parent, node, kind
-        self.function, self.loop = function, loop
-        self._grad = self._autocast = _UNSET
-
-    def up(self) -> Iterator["Ctx"]:
-        """This context and those around it, up to its function (included)."""
-        ctx: Ctx | None = self
-        while ctx is not None:
-            yield ctx
-            if ctx.kind in _BARRIERS:
-                return
-            ctx = ctx.parent
-
-    def innermost(self, *kinds: str) -> "Ctx | None":
-        return next((c for c in self.up() if c.kind in kinds), None)
-
-    @property
-    def grad(self) -> str | None:
-        """`training.OFF`, `ON` or `MAYBE` where a `with` or a decorator sets the
-        grad mode here; None where nothing in the function does."""
-        if self._grad is _UNSET:
-            self._grad = self.function.model._own(self, "grad")
-            if self._grad is None and self.kind not in _BARRIERS:
-                self._grad = self.parent.grad
-        return self._grad
-
-    @property
-    def autocast(self) -> "tuple[cst.CSTNode, bool | None] | None":
-        """The innermost autocast region in the function: (its `with` or def,
-        its `enabled`: a literal's value, True when absent, None when not a
-        literal), or None."""
-        if self._autocast is _UNSET:
-            self._autocast = self.function.model._own(self, "autocast")
-            if self._autocast is None and self.kind not in _BARRIERS:
-                self._autocast = self.parent.autocast
-        return self._autocast
-
-    def hot_loop(self) -> "Loop | None":
-        """The nearest hot loop among those around this context."""
-        loop = self.loop
-        while loop is not None and not loop.hot:
-            loop = loop.parent
-        return loop
-
-
-class _Body:
-    ctx: Ctx
-
-    def __init__(self, node: cst.CSTNode, function: "Function | None") -> None:
-        self.node, self.function = node, function
-        self.sites: list[Site] = []  # marks directly here, in order
-        self.calls: set[str] = set()  # last names of every callee called directly here
-        self.helper_calls: set[str] = set()  # `f(...)`, `self.f(...)`: maybe defined here
-        self._events: list[Event] | None = None
-
-
-class Loop(_Body):
-    """A `for` or `while` loop of a function."""
-
-    def __init__(self, node, parent: "Loop | None", function: "Function") -> None:
-        super().__init__(node, function)
-        self.parent = parent
-        self.children: list[Loop] = []
-        if parent is not None:
-            parent.children.append(self)
-
-    def walk(self) -> Iterator["Loop"]:
-        yield self
-        for child in self.children:
-            yield from child.walk()
-
-    def ancestors(self) -> Iterator["Loop"]:
-        loop = self.parent
-        while loop is not None:
-            yield loop
-            loop = loop.parent
-
-    def contains(self, other: "Loop | None") -> bool:
-        while other is not None and other is not self:
-            other = other.parent
-        return other is self
-
-    @property
-    def events(self) -> list[Event]:
-        if self._events is None:
-            self._events = list(statements((self.node,)))
-        return self._events
-
-    def does(self, kind: str, direct: bool = False) -> bool:
-        """Whether the loop backpropagates (`BACKWARD`) or steps an optimizer
-        (`STEP`): itself, in a nested loop unless `direct`, or through a helper
-        defined in the file (one that does it on every call, when `direct`)."""
-        key = (kind, direct)
-        found = self.__dict__.get(key)
-        if found is None:
-            model = self.function.model
-            helpers = model.helpers(kind, per_call=direct)
-            found = any(model.is_mark(s, kind) for s in self.sites) or bool(
-                self.helper_calls & helpers) or (not direct and any(
-                    c.does(kind) for c in self.children))
-            self.__dict__[key] = found
-        return found
-
-    @property
-    def training(self) -> bool:
-        """Backpropagates and steps an optimizer (directly or through helpers)."""
-        return self.does(BACKWARD) and self.does(STEP)
-
-    @property
-    def hot(self) -> bool:
-        """Itself backpropagates or steps (not only in a nested loop), and it or a
-        loop around it does both: the loop whose iterations are training steps."""
-        if not (self.does(BACKWARD, direct=True) or self.does(STEP, direct=True)):
-            return False
-        chain = [self, *self.ancestors()]
-        return any(c.does(BACKWARD) for c in chain) and any(c.does(STEP) for c in chain)
-
-
-class Function(_Body):
-    """A def, lambda, class body or the module; `sites`, `calls` and
-    `helper_calls` are those outside its loops (see `all_sites`)."""
-
-    def __init__(self, node, parent: "Function | None", scope: Scope,
-                 model: "SemanticModel") -> None:
-        super().__init__(node, self)
-        self.parent, self.scope, self.model = parent, scope, model
-        self.loops: list[Loop] = []
-        self.yields: list[Ctx] = []
-        # something is changed in place: `x += y`, `x[i] = y`, `p.data = y`, `x.add_(y)`, `out=`
-        self.writes = False
-        self.name = node.name.value if type(node) in (cst.FunctionDef, cst.ClassDef) else None
-
-    @property
-    def events(self) -> list[Event]:
-        """The body's statements in order (see `dataflow.statements`)."""
-        if self._events is None:
-            self._events = [] if type(self.node) is cst.Lambda else list(
-                statements(body_of(self.node)))
-        return self._events
-
-    def all_sites(self) -> list[Site]:
-        """The marks of the function, in its loops too, in order."""
-        return sorted([*self.sites, *(s for loop in self.loops for s in loop.sites)],
-                      key=lambda s: s.order)
-
-    def every(self, calls: str) -> set[str]:
-        """`calls` or `helper_calls` of the function, in its loops too."""
-        return getattr(self, calls).union(*(getattr(loop, calls) for loop in self.loops))
-
-    def resolve(self, node: cst.CSTNode) -> str | None:
-        return self.model.names.qualified_name(node, self.scope)
-
-
-def _bound(event: str, node: cst.CSTNode) -> list[cst.BaseExpression]:
-    if event == "for":
-        return [node.target]
-    if event == "with":
-        return [item.asname.name for item in node.items if item.asname]
-    if event == "handler":
-        return [node.name.name] if node.name else []
-    return [node.name] if event == "def" else []
 
 
 class SemanticModel(Visitor):
@@ -390,131 +189,28 @@ class SemanticModel(Visitor):
             scope = scope.parent
         return []
 
-    # -- what names hold ------------------------------------------------------------
+    # -- what names hold (`bindings`) ------------------------------------------------------
+    @property
+    def bindings(self) -> Bindings:
+        if "bindings" not in self._cache:
+            self._cache["bindings"] = Bindings(self.functions)
+        return self._cache["bindings"]
+
     def holds(self, key: str | None, fn: Function) -> str | None:
         """What `key` (`x`, `self.x`) holds in `fn` where every binding agrees: a
-        kind of `training` (`OPTIMIZER`, `MODULE`, ...), or None. A plain name
-        is looked up in `fn`, then in the functions around it; an attribute
-        chain file-wide."""
-        found = self._bindings(key, fn)
-        return next(iter(found)) if found is not None and len(found) == 1 else None
-
-    def may_hold(self, key: str | None, fn: Function, kind: str) -> bool:
-        """Whether some binding of `key` seen from `fn` holds `kind`."""
-        return kind in (self._bindings(key, fn) or ())
-
-    def _bindings(self, key: str | None, fn: Function) -> set | None:
-        if key is None:
-            return None
-        kinds = self._kinds()
-        if "." in key:
-            return kinds["attributes"].get(key)
-        scope: Function | None = fn
-        while scope is not None:
-            if scope is fn or type(scope.node) is not cst.ClassDef:
-                found = kinds[scope].get(key)
-                if found is not None:
-                    return found
-            scope = scope.parent
-        return None
+        kind of `training` (`OPTIMIZER`, `MODULE`, `INSTANCE` ...), or None."""
+        return self.bindings.holds(key, fn)
 
     def keys_holding(self, kind: str) -> set[str]:
         """Every name or attribute chain bound to `kind` somewhere in the file."""
-        return self._kinds()["ever"].get(kind, set())
+        return self.bindings.ever.get(kind, set())
 
     def optimized_by(self, optimizer: str | None) -> str | None:
         """The model `m` of `optimizer = Opt(m.parameters(), ...)`."""
-        return self._kinds()["models"].get(optimizer)
-
-    def classes(self) -> dict[str, str]:
-        """The classes defined in the file, by name: `MODULE`, `CONTAINER` or `INSTANCE`."""
-        if "classes" not in self._cache:
-            found = self._cache["classes"] = {}
-            for f in self.functions:
-                if type(f.node) is cst.ClassDef:
-                    found[f.name] = t.class_kind(f.node, f.parent.resolve, found)
-        return self._cache["classes"]
-
-    def _kinds(self) -> dict:
-        if "kinds" in self._cache:
-            return self._cache["kinds"]
-        table: dict = {"attributes": {}, "ever": {}, "models": {}}
-        self._cache["kinds"] = table
-        classes = self.classes()
-        for fn in self.functions:
-            local = table[fn] = {}
-            if type(fn.node) is cst.FunctionDef:
-                params = fn.node.params
-                for param in (*params.posonly_params, *params.params, *params.kwonly_params,
-                              params.star_arg, params.star_kwarg):
-                    if isinstance(param, cst.Param):
-                        local[param.name.value] = {None}
-            for event, node, _ in fn.events:
-                if event == "small" and type(node) in (cst.Assign, cst.AnnAssign) and node.value:
-                    targets = [x.target for x in node.targets] if type(node) is cst.Assign \
-                        else [node.target]
-                    for target in targets:
-                        self._bind(table, local, target, node.value, fn.resolve, classes)
-                else:  # names bound to what the model does not know
-                    for target in _bound(event, node):
-                        self._bind(table, local, target, None, fn.resolve, classes)
-        return table
-
-    def _bind(self, table, local, target, value, resolve, classes) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
-            values = value.elements if isinstance(value, (cst.Tuple, cst.List)) and len(
-                value.elements) == len(target.elements) else None
-            whole = None if value is None or values else self._value(
-                table, local, value, resolve, classes)
-            for i, element in enumerate(target.elements):
-                if values is not None:
-                    self._bind(table, local, element.value, values[i].value, resolve, classes)
-                else:  # `cls_loss, loc_loss = criterion(...)`: each one is a loss
-                    kind = whole if whole == t.LOSS else None
-                    self._bind_kind(table, local, element.value, kind)
-            return
-        kind = None if value is None else self._value(table, local, value, resolve, classes)
-        self._bind_kind(table, local, target, kind)
-        if kind == t.OPTIMIZER and type(value) is cst.Call and value.args \
-                and type(value.args[0].value) is cst.Call:
-            first = value.args[0].value
-            if last_name(first.func) == "parameters" and type(first.func) is cst.Attribute:
-                table["models"][var(target)] = var(first.func.value)
-
-    def _value(self, table, local, value, resolve, classes) -> str | None:
-        kind = t.value_kind(value, resolve, classes)
-        if kind is None and type(value) in (cst.Name, cst.Attribute):
-            kind = self._kinds_of(table, local, var(value))  # an alias keeps the kind
-        elif kind is None and type(value) is cst.Call and self._calls_loss(table, local, value):
-            kind = t.LOSS
-        return kind
+        return self.bindings.models.get(optimizer)
 
     def is_loss_call(self, call: cst.Call, fn: Function) -> bool:
-        """A call of a loss function: `F.cross_entropy(...)`, `nn.MSELoss()(...)`, a
-        name bound to an `nn.*Loss` anywhere in the file, or named like one
-        (`criterion(...)`, `self.loss_fn(...)`)."""
-        if t.value_kind(call, fn.resolve, self.classes()) == t.LOSS:
-            return True
-        return self._calls_loss(self._kinds(), None, call)
-
-    def _calls_loss(self, table, local, call: cst.Call) -> bool:
-        key = var(call.func) if type(call.func) in (cst.Name, cst.Attribute) else None
-        return key is not None and (key in table["ever"].get(t.LOSS_FN, ()) or bool(
-            t.LOSS_NAME.match(key.rpartition(".")[2])))
-
-    @staticmethod
-    def _kinds_of(table, local, key) -> str | None:
-        found = (table["attributes"] if "." in (key or ".") else local).get(key)
-        return next(iter(found)) if found and len(found) == 1 else None
-
-    @staticmethod
-    def _bind_kind(table, local, target, kind) -> None:
-        key = var(target) if type(target) in (cst.Name, cst.Attribute) else None
-        if key is None:
-            return
-        (table["attributes"] if "." in key else local).setdefault(key, set()).add(kind)
-        if kind is not None:
-            table["ever"].setdefault(kind, set()).add(key)
+        return self.bindings.is_loss_call(call, fn)
 
     # -- grad modes and autocast ------------------------------------------------------
     def _own(self, ctx: Ctx, what: str) -> object:
@@ -551,123 +247,28 @@ class SemanticModel(Visitor):
     def _autocast(self, expr: cst.BaseExpression, fn: Function) -> "tuple[bool | None] | None":
         """(enabled,) when `expr` makes an autocast context: a call, a variable or
         attribute holding one, or a call of a `partial` of one."""
-        kind = t.value_kind(expr, fn.resolve, self.classes())
+        kind = t.value_kind(expr, fn.resolve, self.bindings.classes)
         if kind is None and type(expr) in (cst.Name, cst.Attribute):  # `ctx = autocast(...)`
-            kind = t.AUTOCAST if self.may_hold(var(expr), fn, t.AUTOCAST) else self.holds(
+            kind = t.AUTOCAST if self.bindings.may_hold(var(expr), fn, t.AUTOCAST) else self.holds(
                 var(expr), fn)
         elif kind is None and type(expr) is cst.Call and type(expr.func) in (cst.Name, cst.Attribute):
-            kind = t.AUTOCAST if self.may_hold(var(expr.func), fn, t.AUTOCAST_MAKER) else None
+            kind = t.AUTOCAST if self.bindings.may_hold(var(expr.func), fn, t.AUTOCAST_MAKER) else None
         if kind == t.AUTOCAST and type(expr) is cst.Call and fn.resolve(expr.func):
             return (t.autocast_enabled(expr, fn.resolve(expr.func)),)
         return (kind == t.AUTOCAST,) if kind in (t.AUTOCAST, t.AUTOCAST_OFF) else None
 
+    # -- the walk -----------------------------------------------------------------------
     def _holders(self, function: Function) -> dict[int, cst.CSTNode]:
-        """For every node in the statements of `function` (of the function around
-        it, for a lambda): the simple statement line or suite that holds it, or
-        the compound statement whose header it is in."""
-        while type(function.node) is cst.Lambda:
+        while type(function.node) is cst.Lambda:  # a lambda's nodes are in a statement around it
             function = function.parent
         key = ("holders", id(function))
         if key not in self._cache:
-            found = self._cache[key] = {}
-            pending = list(body_of(function.node))
-            while pending:
-                statement = pending.pop()
-                kind = type(statement)
-                if kind in (cst.FunctionDef, cst.ClassDef):
-                    continue
-                if kind in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
-                    found.update((id(n), statement) for n in descendants(statement))
-                    continue
-                for child in children(statement):  # a header's parts, or a block
-                    if isinstance(child, (cst.BaseSuite, cst.BaseStatement, cst.Else,
-                                          cst.ExceptHandler, cst.Finally, cst.MatchCase)):
-                        pending.append(child)
-                    else:
-                        found.update((id(n), statement) for n in descendants(child))
+            self._cache[key] = holders(body_of(function.node))
         return self._cache[key]
 
-    # -- statements -------------------------------------------------------------------
-    @staticmethod
-    def path(node: cst.CSTNode, root: cst.CSTNode) -> list[cst.CSTNode]:
-        """The nodes from `root` down to `node` (both included), or [] when
-        `node` is not under `root`: where a fix finds the blocks and statements."""
-        path, pending = [root], [iter(children(root))]
-        while pending:
-            for child in pending[-1]:
-                if child is node:
-                    return [*path, child]
-                path.append(child)
-                pending.append(iter(children(child)))
-                break
-            else:
-                pending.pop()
-                path.pop()
-        return []
+    path = staticmethod(path)
+    scan = staticmethod(scan)
 
-    def scan(self, body, state: S, apply: Callable[[cst.CSTNode, S], S],
-             join: Callable[..., S]) -> S | None:
-        """Follow `state` through the statements of `body` (a suite or a list of
-        statements) along every path: `apply(holder, state)` for each simple
-        statement line or suite and each compound statement's header, in
-        order; `join(*states)` where paths meet (only paths still alive). A
-        loop's body is taken to run; `return`, `raise`, `break` and `continue`
-        end a path. Returns the state after the body, or None if no path ends
-        there."""
-        if isinstance(body, cst.BaseSuite):
-            if type(body) is cst.SimpleStatementSuite:
-                return self._line(body, state, apply)
-            body = body.body
-        for statement in body:
-            if state is None:
-                return None
-            state = self._statement(statement, state, apply, join)
-        return state
-
-    def _line(self, holder, state, apply):
-        state = apply(holder, state)
-        return None if any(isinstance(s, _ENDS_PATH) for s in holder.body) else state
-
-    def _statement(self, statement, state, apply, join):
-        kind = type(statement)
-        if kind is cst.SimpleStatementLine:
-            return self._line(statement, state, apply)
-        if kind in (cst.FunctionDef, cst.ClassDef):
-            return state
-        state = apply(statement, state)  # what the header does
-        scan = self.scan
-
-        def merge(*states):
-            live = [s for s in states if s is not None]
-            return join(*live) if live else None
-
-        if kind is cst.If:
-            orelse = statement.orelse
-            other = state if orelse is None else (
-                self._statement(orelse, state, apply, join) if type(orelse) is cst.If
-                else scan(orelse.body, state, apply, join))
-            return merge(scan(statement.body, state, apply, join), other)
-        if kind in (cst.For, cst.While):
-            looped = scan(statement.body, state, apply, join)
-            after = looped if looped is not None else state
-            return scan(statement.orelse.body, after, apply, join) if statement.orelse else after
-        if kind is cst.With:
-            return scan(statement.body, state, apply, join)
-        if kind in (cst.Try, cst.TryStar):
-            done = scan(statement.body, state, apply, join)
-            if statement.orelse is not None and done is not None:
-                done = scan(statement.orelse.body, done, apply, join)
-            after = merge(done, *(scan(h.body, state, apply, join) for h in statement.handlers))
-            if statement.finalbody is None:
-                return after
-            final = scan(statement.finalbody.body, after if after is not None else state,
-                         apply, join)
-            return final if after is not None else None
-        if kind is cst.Match:
-            return merge(state, *(scan(c.body, state, apply, join) for c in statement.cases))
-        return state
-
-    # -- the walk -----------------------------------------------------------------------
     def get_visitors(self) -> dict[str, Callable[[cst.CSTNode], None]]:
         """`visit_<Node>`/`leave_<Node>` hooks, from `_OPENS` and the `_visit_<Node>`
         methods; with --timings, each one timed as "semantic model"."""

@@ -12,7 +12,7 @@ import re
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import FACTORIES, Resolve, last_name, var
+from ptlint.analysis.dataflow import FACTORIES, Resolve, last_name
 from ptlint.analysis.names import dotted
 from ptlint.analysis.walk import descendants
 

@@ -1,0 +1,216 @@
+"""What the semantic model (`ptlint.analysis.semantic`) builds during the walk:
+the functions of a file and their loops, the context around a node (`Ctx`),
+and the nodes it marks or rules note (`Site`). Facts that need the whole file
+are asked of the model through `Function.model`.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+import libcst as cst
+
+from ptlint.analysis import training as t
+from ptlint.analysis.dataflow import Event, body_of, statements
+from ptlint.analysis.names import Scope
+
+if TYPE_CHECKING:
+    from ptlint.analysis.semantic import SemanticModel
+
+# contexts
+MODULE, FUNCTION, LAMBDA, CLASS = "module", "function", "lambda", "class"
+LOOP, COMPREHENSION, WITH = "loop", "comprehension", "with"
+_BARRIERS = frozenset({MODULE, FUNCTION, LAMBDA, CLASS})
+# marks
+BACKWARD, BACKPROP, STEP, ZERO, GRAD, ENGINE = (
+    "backward", "backprop", "step", "zero", "grad", "engine")
+_UNSET = object()
+
+
+class Site:
+    """A node as the walk saw it: what it is (a mark kind, or None for a node
+    a rule noted), its context, its order in the file; `line` is the statement
+    that holds it (a simple statement line or suite, or the compound statement
+    whose header it is in), found on demand."""
+
+    __slots__ = ("node", "kind", "ctx", "order", "_line")
+
+    def __init__(self, node, kind, ctx, order) -> None:
+        self.node, self.kind, self.ctx, self.order, self._line = node, kind, ctx, order, _UNSET
+
+    @property
+    def line(self) -> cst.CSTNode | None:
+        if self._line is _UNSET:
+            self._line = self.ctx.function.model._holders(self.ctx.function).get(id(self.node))
+        return self._line
+
+    def periodic_within(self, loop: "Loop") -> bool:
+        """Guarded, inside `loop`, by an `if` whose test looks like a schedule or a
+        process guard (`step % k == 0`, `rank == 0`), or in an `except` handler."""
+        path = self.ctx.function.model.path(self.node, loop.node)
+        for node, inner in zip(path, path[1:]):
+            if type(node) is cst.ExceptHandler or (type(node) is cst.If and inner is not node.test
+                                                   and t.schedule_test(node.test)):
+                return True
+        return False
+
+
+class Ctx:
+    """One level of nesting around a node; `parent` is the next one out."""
+
+    __slots__ = ("parent", "node", "kind", "function", "loop", "_grad", "_autocast")
+
+    def __init__(self, parent: "Ctx | None", node: cst.CSTNode, kind: str,
+                 function: "Function", loop: "Loop | None") -> None:
+        self.parent, self.node, self.kind = parent, node, kind
+        self.function, self.loop = function, loop
+        self._grad = self._autocast = _UNSET
+
+    def up(self) -> Iterator["Ctx"]:
+        """This context and those around it, up to its function (included)."""
+        ctx: Ctx | None = self
+        while ctx is not None:
+            yield ctx
+            if ctx.kind in _BARRIERS:
+                return
+            ctx = ctx.parent
+
+    def innermost(self, *kinds: str) -> "Ctx | None":
+        return next((c for c in self.up() if c.kind in kinds), None)
+
+    @property
+    def grad(self) -> str | None:
+        """`training.OFF`, `ON` or `MAYBE` where a `with` or a decorator sets the
+        grad mode here; None where nothing in the function does."""
+        if self._grad is _UNSET:
+            self._grad = self.function.model._own(self, "grad")
+            if self._grad is None and self.kind not in _BARRIERS:
+                self._grad = self.parent.grad
+        return self._grad
+
+    @property
+    def autocast(self) -> "tuple[cst.CSTNode, bool | None] | None":
+        """The innermost autocast region in the function: (its `with` or def,
+        its `enabled`: a literal's value, True when absent, None when not a
+        literal), or None."""
+        if self._autocast is _UNSET:
+            self._autocast = self.function.model._own(self, "autocast")
+            if self._autocast is None and self.kind not in _BARRIERS:
+                self._autocast = self.parent.autocast
+        return self._autocast
+
+    def hot_loop(self) -> "Loop | None":
+        """The nearest hot loop among those around this context."""
+        loop = self.loop
+        while loop is not None and not loop.hot:
+            loop = loop.parent
+        return loop
+
+
+class _Body:
+    ctx: Ctx
+
+    def __init__(self, node: cst.CSTNode, function: "Function | None") -> None:
+        self.node, self.function = node, function
+        self.sites: list[Site] = []  # marks directly here, in order
+        self.calls: set[str] = set()  # last names of every callee called directly here
+        self.helper_calls: set[str] = set()  # `f(...)`, `self.f(...)`: maybe defined here
+        self._events: list[Event] | None = None
+
+
+class Loop(_Body):
+    """A `for` or `while` loop of a function."""
+
+    def __init__(self, node, parent: "Loop | None", function: "Function") -> None:
+        super().__init__(node, function)
+        self.parent = parent
+        self.children: list[Loop] = []
+        if parent is not None:
+            parent.children.append(self)
+
+    def walk(self) -> Iterator["Loop"]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def ancestors(self) -> Iterator["Loop"]:
+        loop = self.parent
+        while loop is not None:
+            yield loop
+            loop = loop.parent
+
+    def contains(self, other: "Loop | None") -> bool:
+        while other is not None and other is not self:
+            other = other.parent
+        return other is self
+
+    @property
+    def events(self) -> list[Event]:
+        if self._events is None:
+            self._events = list(statements((self.node,)))
+        return self._events
+
+    def does(self, kind: str, direct: bool = False) -> bool:
+        """Whether the loop backpropagates (`BACKWARD`) or steps an optimizer
+        (`STEP`): itself, in a nested loop unless `direct`, or through a helper
+        defined in the file (one that does it on every call, when `direct`)."""
+        key = (kind, direct)
+        found = self.__dict__.get(key)
+        if found is None:
+            model = self.function.model
+            helpers = model.helpers(kind, per_call=direct)
+            found = any(model.is_mark(s, kind) for s in self.sites) or bool(
+                self.helper_calls & helpers) or (not direct and any(
+                    c.does(kind) for c in self.children))
+            self.__dict__[key] = found
+        return found
+
+    @property
+    def training(self) -> bool:
+        """Backpropagates and steps an optimizer (directly or through helpers)."""
+        return self.does(BACKWARD) and self.does(STEP)
+
+    @property
+    def hot(self) -> bool:
+        """Itself backpropagates or steps (not only in a nested loop), and it or a
+        loop around it does both: the loop whose iterations are training steps."""
+        if not (self.does(BACKWARD, direct=True) or self.does(STEP, direct=True)):
+            return False
+        chain = [self, *self.ancestors()]
+        return any(c.does(BACKWARD) for c in chain) and any(c.does(STEP) for c in chain)
+
+
+class Function(_Body):
+    """A def, lambda, class body or the module; `sites`, `calls` and
+    `helper_calls` are those outside its loops (see `all_sites`)."""
+
+    def __init__(self, node, parent: "Function | None", scope: Scope,
+                 model: "SemanticModel") -> None:
+        super().__init__(node, self)
+        self.parent, self.scope, self.model = parent, scope, model
+        self.loops: list[Loop] = []
+        self.yields: list[Ctx] = []
+        # something is changed in place: `x += y`, `x[i] = y`, `p.data = y`, `x.add_(y)`, `out=`
+        self.writes = False
+        self.name = node.name.value if type(node) in (cst.FunctionDef, cst.ClassDef) else None
+
+    @property
+    def events(self) -> list[Event]:
+        """The body's statements in order (see `dataflow.statements`)."""
+        if self._events is None:
+            self._events = [] if type(self.node) is cst.Lambda else list(
+                statements(body_of(self.node)))
+        return self._events
+
+    def all_sites(self) -> list[Site]:
+        """The marks of the function, in its loops too, in order."""
+        return sorted([*self.sites, *(s for loop in self.loops for s in loop.sites)],
+                      key=lambda s: s.order)
+
+    def every(self, calls: str) -> set[str]:
+        """`calls` or `helper_calls` of the function, in its loops too."""
+        return getattr(self, calls).union(*(getattr(loop, calls) for loop in self.loops))
+
+    def resolve(self, node: cst.CSTNode) -> str | None:
+        return self.model.names.qualified_name(node, self.scope)
+
+
