@@ -21,6 +21,7 @@ RULES = {
     'PTL031': ('parameter-data-write', False),
     'PTL032': ('eval-without-no-grad', True),
     'PTL033': ('tensor-from-tensor', True),
+    'PTL090': ('unused-noqa', False),
     'PTL101': ('tensor-moved-after-creation', True),
     'PTL102': ('data-parallel', True),
     'PTL110': ('log-of-one-plus', True),

@@ -47,7 +47,8 @@ class Settings:
     extend_safe_fixes: list[str] = field(default_factory=list)
     extend_unsafe_fixes: list[str] = field(default_factory=list)
     output_format: str = "full"
-    torch_version: Any = None  # packaging Version; None: installed torch, else newest known
+    torch_version: Any = None  # packaging Version; None: inferred (see ptlint.target)
+    torch_version_source: str = ""  # where torch_version comes from, in words
     respect_gitignore: bool = True
     force_exclude: bool = False  # apply excludes to files named on the command line too
     cache_dir: str = ".ptlint_cache"
@@ -178,6 +179,8 @@ def expand(selectors: list[str], key: str, *, allow_syntax: bool = False) -> lis
     out: list[str] = []
     for selector in selectors:
         sel = selector.strip()
+        if not sel:
+            raise ConfigError(f"empty rule selector in {key}")
         upper = sel.upper()
         if upper == "ALL":
             out.extend(CATALOG)
@@ -195,24 +198,45 @@ def expand(selectors: list[str], key: str, *, allow_syntax: bool = False) -> lis
 
 
 _KEYS = {f.name.replace("_", "-"): f.name for f in fields(Settings)
-         if f.name not in ("root", "config_path")}
+         if f.name not in ("root", "config_path", "torch_version_source")}
+
+
+def _tool_table(data: dict, path: Path) -> dict | None:
+    """`[tool.ptlint]` of a parsed pyproject.toml (None when absent)."""
+    tool = data.get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table, not {type(tool).__name__}")
+    table = tool.get("ptlint")
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError(f"{path}: `tool.ptlint` must be a table, not {type(table).__name__}")
+    return table
+
+
+def config_in(folder: Path) -> Path | None:
+    """The folder's `ptlint.toml`, or its `pyproject.toml` if it has a `[tool.ptlint]`."""
+    candidate = folder / "ptlint.toml"
+    if candidate.is_file():
+        return candidate
+    candidate = folder / "pyproject.toml"
+    if candidate.is_file():
+        try:
+            data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
+            return candidate  # let load_config report it
+        if _tool_table(data, candidate) is not None:
+            return candidate
+    return None
 
 
 def find_config(start: Path) -> Path | None:
     """The nearest `ptlint.toml`, or `pyproject.toml` with a `[tool.ptlint]` table."""
     start = start.resolve()
     for folder in [start, *start.parents] if start.is_dir() else list(start.parents):
-        candidate = folder / "ptlint.toml"
-        if candidate.is_file():
-            return candidate
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
-                return candidate  # let load_config report it
-            if "ptlint" in data.get("tool", {}):
-                return candidate
+        found = config_in(folder)
+        if found is not None:
+            return found
     return None
 
 
@@ -226,7 +250,7 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> S
             raise ConfigError(f"{path}: invalid TOML: {exc}") from None
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-        table = data if path.name == "ptlint.toml" else data.get("tool", {}).get("ptlint", {})
+        table = data if path.name == "ptlint.toml" else _tool_table(data, path) or {}
         for key, value in table.items():
             if key not in _KEYS:
                 raise ConfigError(f"{path}: unknown key {key!r} in [tool.ptlint]"
@@ -235,16 +259,84 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> S
         settings.root = path.parent.resolve()
         settings.config_path = path
     for name, value in (overrides or {}).items():
-        if value is not None:
-            _set(settings, name, value, f"--{name.replace('_', '-')}")
+        if value is None:
+            continue
+        if name in ("extend_exclude", "extend_include"):  # added to the file's
+            value = [*getattr(settings, name), *value]
+        _set(settings, name, value, f"--{name.replace('_', '-')}")
+    if settings.torch_version is None:
+        from ptlint.target import target_version
+
+        settings.torch_version, settings.torch_version_source = target_version(settings.root)
     validate(settings)
     return settings
+
+
+class Configs:
+    """Each file's settings: those of its nearest configuration file, as ruff's
+    hierarchical discovery does (a `pyproject.toml` without `[tool.ptlint]` is not
+    one), with the command line's overrides. A file under no configuration file
+    gets `default`: the settings of the working directory's nearest one. With
+    `--config`, every file gets that one."""
+
+    def __init__(self, default: Settings, overrides: dict[str, Any] | None = None, *,
+                 hierarchical: bool = False) -> None:
+        self.default = default
+        self.overrides = overrides or {}
+        self.hierarchical = hierarchical
+        self._loaded: dict[Path, Settings] = {}
+        self._folders: dict[str, Path | None] = {}
+        if default.config_path is not None:
+            self._loaded[default.config_path.resolve()] = default
+
+    @classmethod
+    def discover(cls, overrides: dict[str, Any], config: Path | None = None,
+                 start: Path | None = None) -> "Configs":
+        if config is not None:
+            if not config.is_file():
+                raise ConfigError(f"{config}: no such config file")
+            return cls(load_config(config, overrides), overrides)
+        default = load_config(find_config(start or Path.cwd()), overrides)
+        return cls(default, overrides, hierarchical=True)
+
+    def for_path(self, path: Path) -> Settings:
+        return self.for_folder(path.parent)
+
+    def for_folder(self, folder: Path | str) -> Settings:
+        if not self.hierarchical:
+            return self.default
+        path = self._nearest(_real_folder(str(folder)))
+        if path is None:
+            return self.default
+        settings = self._loaded.get(path)
+        if settings is None:
+            settings = self._loaded[path] = load_config(path, self.overrides)
+        return settings
+
+    def _nearest(self, folder: str) -> Path | None:
+        """The configuration file nearest to a resolved folder (each folder asked once)."""
+        if folder in self._folders:
+            return self._folders[folder]
+        found = config_in(Path(folder))
+        if found is not None:
+            found = found.resolve()
+        else:
+            parent = os.path.dirname(folder)
+            found = self._nearest(parent) if parent != folder else None
+        self._folders[folder] = found
+        return found
+
+    def all(self) -> list[Settings]:
+        """The settings loaded so far (the default first)."""
+        return [self.default, *(s for s in self._loaded.values() if s is not self.default)]
 
 
 def _set(settings: Settings, name: str, value: Any, where: str) -> None:
     default = getattr(Settings(), name)
     if name == "torch_version":
         value = parse_version(str(value), where)
+        settings.torch_version_source = (where if where.startswith("--") else
+                                         f"torch-version in {where.rsplit(': ', 1)[0]}")
     elif name == "per_file_ignores":
         if not isinstance(value, dict) or not all(
             isinstance(v, list) and all(isinstance(c, str) for c in v) for v in value.values()
@@ -283,7 +375,9 @@ def validate(settings: Settings) -> None:
     settings._per_file  # validates the codes  # noqa: B018
     settings.enabled_codes  # noqa: B018
     if settings.torch_version is None:
-        settings.torch_version = installed_torch_version()
+        from ptlint.target import installed_or_newest
+
+        settings.torch_version, settings.torch_version_source = installed_or_newest()
 
 
 def _check_cache_dir(settings: Settings) -> None:
@@ -297,17 +391,3 @@ def _check_cache_dir(settings: Settings) -> None:
         raise ConfigError(f"{where} {value!r} must name a folder inside the project ({root}) "
                           "that is not the project itself")
 
-
-# The newest torch release the deprecation tables know about.
-NEWEST_KNOWN_TORCH = "2.13"
-
-
-def installed_torch_version() -> Any:
-    """The installed torch's version, read from its metadata (torch is never imported)."""
-    from importlib.metadata import PackageNotFoundError, version
-    from packaging.version import Version
-
-    try:
-        return Version(Version(version("torch")).base_version)
-    except PackageNotFoundError:
-        return Version(NEWEST_KNOWN_TORCH)

@@ -145,12 +145,27 @@ def test_unknown_selector_is_an_error(cli, project):
 
 def test_statistics(cli, project):
     (project / "src" / "more.py").write_text(BAD + "\nother = nn.DataParallel(model)\n")
+    (project / "src" / "moved.py").write_text(
+        "import torch\n\na = torch.zeros(3).cuda()\nb = torch.ones(2).cuda()\n")
     out = cli("src", "--statistics", cwd=project)
     assert out.returncode == 1
-    assert re.search(r"^3\tPTL102\t\[ \] data-parallel$", out.stdout, re.M)
+    assert out.stdout.splitlines() == [
+        "3\tPTL102\t[ ] data-parallel",
+        "2\tPTL101\t[*] tensor-moved-after-creation",
+        "Found 5 findings.",
+        "[*] 2 fixable with `ptlint --fix`.",
+        "3 more fixable with `--fix --unsafe-fixes`.",
+    ]
     js = cli("src", "--statistics", "--output-format", "json", cwd=project)
-    assert json.loads(js.stdout) == [{"code": "PTL102", "name": "data-parallel", "count": 3,
-                                      "fixable": False}]
+    assert json.loads(js.stdout) == [
+        {"code": "PTL102", "name": "data-parallel", "count": 3, "fixable": False,
+         "fixable_count": 0},
+        {"code": "PTL101", "name": "tensor-moved-after-creation", "count": 2, "fixable": True,
+         "fixable_count": 2},
+    ]
+    unsafe = json.loads(cli("src", "--statistics", "--output-format", "json", "--unsafe-fixes",
+                            cwd=project).stdout)
+    assert [row["fixable_count"] for row in unsafe] == [3, 2]
 
 
 def test_concise_format(cli, project):

@@ -668,7 +668,7 @@ def test_warm_run_answers_cached_files_without_workers(tmp_path, monkeypatch):
     pooled: list[list] = []
     real = runner.run_in_pool
     monkeypatch.setattr(runner, "run_in_pool",
-                        lambda f, w, j, n: pooled.append(f) or real(f, w, j, n))
+                        lambda f, w, j, n, *done: pooled.append(f) or real(f, w, j, n, *done))
     warm = runner.run(files, job, jobs=2)
     assert pooled == []
     assert [o.findings for o in warm] == [o.findings for o in cold]

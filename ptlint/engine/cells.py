@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterable
 
 from ptlint.engine.guard import parse, syntax_error, too_deep
+from ptlint.engine.suppress import Notice
 from ptlint.io.ipython import Masked, free_marker, lines_of, mask
 from ptlint.io.text import line_starts
 from ptlint.model import Edit, Finding, Position, Span, cell_label
@@ -226,6 +227,15 @@ def cell_edits(layout: Layout, cells: list[Cell], edits: Iterable[Edit]
 
 
 _AT_LINE = re.compile(r"(\d+): ")
+
+
+def notice_in_cells(notice: Notice, layout: Layout, cells: list[Cell]) -> Notice:
+    """A warning about the joined module, at its place in its cell."""
+    if not cells:
+        return notice
+    k, at = layout.locate(notice.span.start)
+    at = cells[k].masked.shift(at)
+    return replace(notice, span=Span(at, at), cell=cells[k].index)
 
 
 def error_in_cells(error: str, name: str, layout: Layout, cells: list[Cell]) -> str:

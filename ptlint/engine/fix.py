@@ -3,7 +3,8 @@ nothing changes; then add the imports the fixes declared."""
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import libcst as cst
@@ -24,6 +25,7 @@ class FixResult:
     text: str
     applied: int
     result: LintResult  # findings that remain after fixing
+    codes: Counter[str] = field(default_factory=Counter)  # the fixes applied, per code
 
 
 def offsets(text: str):
@@ -134,6 +136,7 @@ def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> Fix
     parse or compile (or no longer fits the oldest Python supported) is retried
     fix by fix, and the fixes that break it are reported and left out."""
     applied = 0
+    codes: Counter[str] = Counter()
     rejected: set[tuple] = set()
     errors: list[str] = []
     compiles = python_verdict(text, full=True) is None
@@ -159,7 +162,7 @@ def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> Fix
         chosen = non_overlapping(f.fix for f in candidates)  # type: ignore[misc]
         if not chosen:
             result.errors[:0] = errors
-            return FixResult(text, applied, result)
+            return FixResult(text, applied, result, codes)
         new = apply_fixes(text, chosen)
         if new is None or not valid(new, path, compiles=compiles, oldest=oldest):
             by_fix = {id(f.fix): f for f in candidates}
@@ -181,7 +184,9 @@ def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> Fix
             new = apply_fixes(text, chosen)
             assert new is not None
         applied += len(chosen)
+        code_of = {id(f.fix): f.code for f in candidates}
+        codes.update(code_of[id(fix)] for fix in chosen)
         text = new
     result = lint_text(text, path, settings)
     result.errors[:0] = [*errors, f"{path}: fixes did not converge after {MAX_FIX_PASSES} passes"]
-    return FixResult(text, applied, result)
+    return FixResult(text, applied, result, codes)

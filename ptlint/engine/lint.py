@@ -14,7 +14,7 @@ from ptlint.analysis.walk import walk
 from ptlint.engine.guard import (lost_lines, parse, python_verdict, syntax_error, syntax_finding,
                                  too_deep)
 from ptlint.engine.locate import build_findings
-from ptlint.engine.suppress import file_noqa, without_noqa
+from ptlint.engine.suppress import UNUSED_NOQA, Directives, Notice
 from ptlint.io.text import one_line
 from ptlint.model import Finding
 from ptlint.rule import Context, Rule, RuleError, rule_failed
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 class LintResult:
     findings: list[Finding] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # internal errors, one line each
+    notices: list[Notice] = field(default_factory=list)  # warnings (invalid `# noqa`)
 
 
 def active_rules(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
@@ -51,24 +52,42 @@ def lint_text(
 ) -> LintResult:
     """Lint one module's text. Never raises for bad input."""
     result = LintResult()
-    file_codes = file_noqa(text)
-    if file_codes == "ALL":
+    directives = Directives.read(text)
+    result.notices = directives.notices(path)
+    if directives.file == "ALL":
         return result
-    rules = active_rules(text, settings.rules_for(path))
-    if file_codes:
-        rules = [r for r in rules if r.code not in file_codes]
+    rules = [r for r in settings.rules_for(path) if r.code != UNUSED_NOQA]
+    if directives.file:
+        rules = [r for r in rules if r.code not in directives.file]
+    ran = {r.code for r in rules}
+    rules = active_rules(text, rules)
+    if not _run_rules(text, path, settings, rules, directives, result, timings):
+        return result
+    if settings.is_enabled(UNUSED_NOQA, path) and not result.errors and UNUSED_NOQA not in (
+        directives.file or ()
+    ):
+        unused = directives.unused(text, path, settings, ran)
+        result.findings.extend(f for f in unused if not directives.suppresses(f))
+    result.findings.sort(key=lambda f: f.sort_key)
+    return result
+
+
+def _run_rules(text: str, path: str, settings: "Settings", rules: list[type[Rule]],
+               directives: Directives, result: LintResult,
+               timings: dict[str, float] | None) -> bool:
+    """Run `rules` on the text into `result`, suppressions applied; False when
+    the text does not parse (its PTL000 finding or error is in `result`)."""
     clock = time.perf_counter
     t0 = clock()
     if not rules:
         # No rule needs this file: CPython's own parser (several times cheaper
         # than LibCST's) is enough to report a syntax error.
-        if settings.is_enabled("PTL000", path):
-            verdict = python_verdict(text)
-            if verdict is not None:
-                result.findings.append(syntax_finding(path, *verdict))
+        verdict = python_verdict(text)
+        if verdict is not None and settings.is_enabled("PTL000", path):
+            result.findings.append(syntax_finding(path, *verdict))
         if timings is not None:
             timings["syntax check only"] = timings.get("syntax check only", 0.0) + clock() - t0
-        return result
+        return verdict is None
     problem = too_deep(text, path)
     if problem is None:
         try:
@@ -80,7 +99,7 @@ def lint_text(
             result.errors.append(problem)
         elif settings.is_enabled(problem.code, path):
             result.findings.append(problem)
-        return result
+        return False
     if timings is not None:
         timings["parse"] = timings.get("parse", 0.0) + clock() - t0
 
@@ -112,7 +131,7 @@ def lint_text(
         walk(module, visitors, on_error=failed)
     except RecursionError:
         result.errors.append(f"{path}: too deeply nested for the rules; file skipped")
-        return result
+        return False
     if timings is not None:
         timings["rules"] = timings.get("rules", 0.0) + clock() - t0
     for rule in instances:
@@ -123,13 +142,12 @@ def lint_text(
     if reports:
         t0 = clock()
         findings = build_findings(module, text, reports, path, settings, result.errors)
-        result.findings = without_noqa(findings, text)
+        result.findings = [f for f in findings if not directives.suppresses(f)]
         if "\f" in text and any(f.fix for f in result.findings):
             result.findings = _without_lost_edits(result.findings, lost_lines(text))
         if timings is not None:
             timings["findings"] = timings.get("findings", 0.0) + clock() - t0
-    result.findings.sort(key=lambda f: f.sort_key)
-    return result
+    return True
 
 
 def _without_lost_edits(findings: list[Finding], lost: frozenset[int] | None) -> list[Finding]:

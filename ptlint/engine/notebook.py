@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ptlint.engine.cells import (Cell, Layout, cell_edits, compiles, error_in_cells, joined_parses,
-                                 prepare, to_cells)
+                                 notice_in_cells, prepare, to_cells)
 from ptlint.engine.fix import MAX_FIX_PASSES, add_imports, apply_edits, non_overlapping
 from ptlint.engine.guard import fits_oldest_python, round_trips
-from ptlint.engine.job import Job, Outcome
+from ptlint.engine.job import Job, Outcome, usable
 from ptlint.engine.lint import LintResult, lint_text
+from ptlint.engine.suppress import Notice, noqa_edits
 from ptlint.io.cache import Cache
 from ptlint.io.diff import cell_diff
 from ptlint.io.ipython import lines_of, placeholders, unmask
@@ -122,11 +124,14 @@ def _import_cell(texts: list[str], cells: list[Cell], first_touched: int) -> int
 
 
 def _fix(cells: list[Cell], path: str, settings: "Settings", *, unsafe: bool,
-         first: LintResult | None = None) -> tuple[list[str], int, LintResult, list[str]]:
+         first: LintResult | None = None, codes: Counter[str] | None = None,
+         ) -> tuple[list[str], int, LintResult, list[str]]:
     """Apply allowed fixes until nothing changes; the module's texts per cell, the
     number of fixes applied, what remains (module coordinates) and errors. `first`:
-    the lint of the cells as they are, when the caller has it."""
+    the lint of the cells as they are, when the caller has it; `codes` counts the
+    fixes applied per code."""
     texts = [c.text for c in cells]
+    codes = Counter() if codes is None else codes
     valid = [_verdict(t) for t in texts]
     marker = cells[0].masked.marker if cells else ""
     applied = 0
@@ -165,6 +170,7 @@ def _fix(cells: list[Cell], path: str, settings: "Settings", *, unsafe: bool,
                                   f"{bad.code} would break the cell; not applied")
             continue
         applied += len(chosen)
+        codes.update(mapped[id(fix)][0].code for fix in chosen)
         texts = new
     layout = Layout(texts)
     result = lint_text(layout.joined, path, settings)
@@ -250,12 +256,40 @@ class CellLint:
             return None
         return _changed(self.cells, new)
 
-    def fix_all(self, *, unsafe: bool) -> tuple[dict[int, str], list[str], int, LintResult, list[str]]:
+    def fix_all(self, *, unsafe: bool, codes: Counter[str] | None = None,
+                ) -> tuple[dict[int, str], list[str], int, LintResult, list[str]]:
         """Every allowed fix: the changed sources, the module's texts per cell, the
-        number of fixes applied, what remains (module coordinates) and errors."""
+        number of fixes applied, what remains (module coordinates) and errors;
+        `codes` counts the fixes applied per code."""
         texts, applied, result, errors = _fix(self.cells, self.path, self.settings, unsafe=unsafe,
-                                              first=self.result)
+                                              first=self.result, codes=codes)
         return _changed(self.cells, texts), texts, applied, result, errors
+
+    def notices(self) -> list[Notice]:
+        """The module's warnings (an invalid `# noqa`), each in its cell."""
+        return [notice_in_cells(n, self.layout, self.cells) for n in self.result.notices]
+
+    def with_noqa(self) -> tuple[dict[int, str], int, list[str]]:
+        """`--add-noqa`: the new sources of the cells with a `# noqa` added on each
+        line with findings, how many were added, and an error for each cell left
+        alone (one that does not parse, or a finding on a line of IPython syntax)."""
+        errors = [f"{self.path}:{cell_label(f.cell)}:{f.span.start.line}: no `# noqa` added to "
+                  "this cell: it does not parse" for f in self.broken if f.cell is not None]
+        by_cell: dict[int, list[Edit]] = {}
+        edits = noqa_edits(self.layout.joined, self.result.findings)
+        for k, edit in cell_edits(self.layout, self.cells, edits) or ():
+            by_cell.setdefault(k, []).append(edit)
+        texts = [c.text for c in self.cells]
+        added = 0
+        for k, edits_k in by_cell.items():
+            new, marker = apply_edits(texts[k], edits_k), self.cells[k].masked.marker
+            if placeholders(new, marker) != placeholders(texts[k], marker):
+                errors.append(f"{self.path}:{cell_label(self.cells[k].index)}: no `# noqa` added "
+                              "to this cell: a finding is on a line of IPython syntax")
+                continue
+            texts[k] = new
+            added += len(edits_k)
+        return _changed(self.cells, texts), added, errors
 
 
 def lint_cells(code_cells: list[tuple[int, str]], path: str, settings: "Settings", *,
@@ -291,28 +325,34 @@ def process(path: Path, data: bytes, job: Job, write: bool = True) -> Outcome:
     cache = Cache(settings) if job.cache and write else None
     key = cache.key(name, data) if cache else ""
     cached = cache.get(key, name) if cache else None
-    if cached is not None and (job.mode == "check" or not any(
-        f.fix and settings.fix_allowed(f.code, f.fix.safety, unsafe=job.unsafe) for f in cached
-    )):
-        out.findings = cached
+    if usable(cached, job):
+        out.findings = cached  # type: ignore[assignment]
         return out
 
     timings: dict[str, float] | None = {} if job.timings else None
     linted = lint_cells(nb.code_cells(), name, settings, timings=timings)
     out.timings = timings or {}
     first, in_cells, errors_in_cells = linted.result, linted.in_cells, linted.errors_in_cells
+    out.notices = linted.notices()
+    if job.mode == "noqa":
+        changed, out.fixed, errors = linted.with_noqa()
+        out.errors = [*errors_in_cells(first.errors), *errors]
+        if changed and write:
+            _write(out, path, nb, changed, data)
+        return out
     if job.mode == "check" or not linted.cells:
         out.findings = in_cells(first.findings)
         out.errors = errors_in_cells(first.errors)
-        if cache and not out.errors:
+        if cache and not out.errors and not out.notices:
             cache.put(key, out.findings)
         return out
 
-    changed, texts, applied, result, errors = linted.fix_all(unsafe=job.unsafe)
+    codes: Counter[str] = Counter()
+    changed, texts, applied, result, errors = linted.fix_all(unsafe=job.unsafe, codes=codes)
     if not changed:
         out.findings = in_cells(result.findings, texts)
         out.errors = errors_in_cells(result.errors, texts)
-        if cache and not out.errors:
+        if cache and not out.errors and not out.notices:
             cache.put(key, out.findings)
         return out
     try:
@@ -322,6 +362,7 @@ def process(path: Path, data: bytes, job: Job, write: bool = True) -> Outcome:
         out.errors = [*errors_in_cells(first.errors), *errors, f"{name}: {exc}; not written"]
         return out
     out.fixed = applied
+    out.fixed_codes = dict(codes)
     out.new_text = new_text
     if job.mode == "diff":
         out.diff = "".join(cell_diff(name, i, out.cells[i], changed[i]) for i in sorted(changed))
@@ -335,9 +376,25 @@ def process(path: Path, data: bytes, job: Job, write: bool = True) -> Outcome:
             out.findings = in_cells(first.findings)
             out.errors = [*errors_in_cells(first.errors), *errors, problem]
             out.fixed = 0
+            out.fixed_codes = {}
             return out
     out.findings = in_cells(result.findings, texts)
     out.errors = errors_in_cells(result.errors, texts)
     out.cells = {**out.cells, **changed}
     out.text = new_text
     return out
+
+
+def _write(out: Outcome, path: Path, nb: Notebook, changed: dict[int, str], data: bytes) -> None:
+    """Write `--add-noqa`'s cells (a notebook changed meanwhile is not overwritten)."""
+    try:
+        new_text = nb.with_sources(changed)
+    except NotebookError as exc:
+        out.errors.append(f"{out.path}: {exc}; not written")
+        out.fixed = 0
+        return
+    problem = write_fixed(path, Source(new_text, "utf-8", nb.bom), new_text, out.fixed,
+                          original=data)
+    if problem is not None:
+        out.errors.append(problem)
+        out.fixed = 0

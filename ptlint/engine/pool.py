@@ -28,6 +28,7 @@ from ptlint.engine.job import Job, Outcome
 from ptlint.io.text import signals_deferred
 
 Work = Callable[[Path, Job], Outcome]
+Progress = Callable[[int], None]  # called with the number of files just done
 DIED = ("ptlint's worker process died on this file (a crash in the parser, or out of memory); "
         "file skipped")
 
@@ -116,9 +117,10 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         process.join()
 
 
-def run_in_pool(files: list[Path], work: Work, job: Job, jobs: int) -> list[Outcome]:
+def run_in_pool(files: list[Path], work: Work, job: Job, jobs: int,
+                done: Progress = lambda n: None) -> list[Outcome]:
     """`work(path, job)` for every file in worker processes; results in the order
-    of `files`."""
+    of `files`; `done` is told how many files each finished batch held."""
     context = multiprocessing.get_context("fork")
     # Largest files first, so that no worker is left with a big one at the end
     # while the others wait; the results go back to the order of `files`.
@@ -128,15 +130,17 @@ def run_in_pool(files: list[Path], work: Work, job: Job, jobs: int) -> list[Outc
     while pending:
         for i in [i for i in pending if strikes[i] >= 2]:
             results[i] = _isolated(files[i], context, work, job)
+            done(1)
         rest = [i for i in pending if strikes[i] < 2]
         if rest:
-            strikes.update(_round(rest, files, results, min(jobs, len(rest)), context, work, job))
+            strikes.update(_round(rest, files, results, min(jobs, len(rest)), context, work, job,
+                                  done))
         pending = [i for i in rest if i not in results]
     return [results[i] for i in range(len(files))]
 
 
 def _round(indices: list[int], files: list[Path], results: dict[int, Outcome], workers: int,
-           context, work: Work, job: Job) -> list[int]:
+           context, work: Work, job: Job, done: Progress) -> list[int]:
     """Run the files in one pool, filling `results`; if a worker died, the files
     to blame (the ones a dead worker was on), else nothing."""
     chunk = max(1, min(16, len(indices) // (workers * 16)))
@@ -157,6 +161,8 @@ def _round(indices: list[int], files: list[Path], results: dict[int, Outcome], w
                     results[i] = outcome
             except BrokenProcessPool:
                 broken = True
+            else:
+                done(len(futures[future]))
     except BaseException:
         _stop(pool)
         raise

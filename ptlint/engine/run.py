@@ -5,35 +5,31 @@ import os
 import time
 from pathlib import Path
 
-from ptlint.engine.job import Job, Outcome, decode_error, process_text, unwritten
-from ptlint.engine.pool import run_in_pool
+from ptlint.engine.job import Job, Outcome, decode_error, process_text, unwritten, usable
+from ptlint.engine.pool import Progress, run_in_pool
 from ptlint.io.cache import Cache
 from ptlint.io.text import DecodeError, decode, one_line, write_fixed
-from ptlint.model import Finding
 
 
-def _usable(cached: list[Finding] | None, job: Job) -> bool:
-    """Whether cached findings answer the job: always when checking; when
-    fixing, only if none of them has a fix to apply."""
-    return cached is not None and (job.mode == "check" or not any(
-        f.fix and job.settings.fix_allowed(f.code, f.fix.safety, unsafe=job.unsafe)
-        for f in cached
-    ))
-
-
-def cached_outcome(path: Path, job: Job, cache: Cache) -> Outcome | None:
-    """The outcome of a module whose findings are in the cache, else None."""
+def cached_outcome(path: Path, job: Job, caches: dict[int, Cache]) -> Outcome | None:
+    """The outcome of a module whose findings are in the cache, else None.
+    `caches`: one per configuration, filled as files need them."""
     if path.suffix == ".ipynb":
         return None
     try:
         data = path.read_bytes()
     except OSError:
         return None
+    job = job.for_file(path)
+    cache = caches.get(id(job.settings))
+    if cache is None:
+        cache = caches[id(job.settings)] = Cache(job.settings)
     cached = cache.get(cache.key(str(path), data), str(path))
-    return Outcome(str(path), cached, text=None) if _usable(cached, job) else None
+    return Outcome(str(path), cached, text=None) if usable(cached, job) else None
 
 
 def process_file(path: Path, job: Job) -> Outcome:
+    job = job.for_file(path)
     name = str(path)
     started = time.perf_counter()
     try:
@@ -48,7 +44,7 @@ def process_file(path: Path, job: Job) -> Outcome:
     cache = Cache(job.settings) if job.cache else None
     key = cache.key(name, data) if cache else ""
     cached = cache.get(key, name) if cache else None
-    if _usable(cached, job):
+    if usable(cached, job):
         return Outcome(name, cached, text=None)
     try:
         source = decode(data)
@@ -57,9 +53,9 @@ def process_file(path: Path, job: Job) -> Outcome:
     out = process_text(name, source.text, job)
     if job.timings:
         out.timings["read"] = read + out.timings.get("read", 0.0)
-    if cache and not out.errors and out.new_text is None:
+    if cache and job.mode != "noqa" and not (out.errors or out.notices) and out.new_text is None:
         cache.put(key, out.findings)
-    if job.mode == "fix" and out.new_text is not None:
+    if job.mode in ("fix", "noqa") and out.new_text is not None:
         problem = write_fixed(path, source, out.new_text, out.fixed, original=data)
         if problem is not None:
             unwritten(out, source.text, job, problem)
@@ -77,19 +73,31 @@ def _safe(path: Path, job: Job) -> Outcome:
         return Outcome(str(path), errors=[f"{path}: internal error: {one_line(exc)}"])
 
 
-def run(files: list[Path], job: Job, jobs: int | None = None) -> list[Outcome]:
+def run(files: list[Path], job: Job, jobs: int | None = None,
+        progress: Progress | None = None) -> list[Outcome]:
     """Process every file; results come back in the order of `files`. Files go to
-    a pool of worker processes (see pool), except those the cache answers."""
+    a pool of worker processes (see pool), except those the cache answers.
+    `progress` is called with the number of files done as they are."""
+    done = progress or (lambda n: None)
     jobs = jobs or os.cpu_count() or 1
     if jobs <= 1 or len(files) < 4:
-        return [_safe(path, job) for path in files]
+        return _in_turn(files, job, done)
     if not job.cache:
-        return run_in_pool(files, _safe, job, jobs)
+        return run_in_pool(files, _safe, job, jobs, done)
     # Cached files are answered here: on a warm cache, starting workers and
     # sending their results back would cost more than the lookups themselves.
-    cache = Cache(job.settings)
-    known = [cached_outcome(path, job, cache) for path in files]
+    caches: dict[int, Cache] = {}
+    known = [cached_outcome(path, job, caches) for path in files]
+    done(sum(outcome is not None for outcome in known))
     missing = [path for path, outcome in zip(files, known) if outcome is None]
-    fresh = iter(run_in_pool(missing, _safe, job, jobs) if len(missing) >= 4
-                 else [_safe(path, job) for path in missing])
+    fresh = iter(run_in_pool(missing, _safe, job, jobs, done) if len(missing) >= 4
+                 else _in_turn(missing, job, done))
     return [outcome if outcome is not None else next(fresh) for outcome in known]
+
+
+def _in_turn(files: list[Path], job: Job, done: Progress) -> list[Outcome]:
+    outcomes = []
+    for path in files:
+        outcomes.append(_safe(path, job))
+        done(1)
+    return outcomes

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pathspec
 
-from ptlint.config import Settings, real_path
+from ptlint.config import Configs, Settings, real_path
 
 
 @dataclass
@@ -64,10 +64,13 @@ class _Ignores:
         return False
 
 
-def discover(paths: list[str], settings: Settings) -> Discovery:
+def discover(paths: list[str], settings: Settings | Configs) -> Discovery:
+    """The files to lint under `paths`. With `Configs`, each folder is walked
+    with the settings of its own configuration (its excludes, includes and
+    `.gitignore` choice), as ruff does."""
+    configs = settings if isinstance(settings, Configs) else Configs(settings)
     found = Discovery()
     seen: set[Path] = set()
-    patterns = [*settings.include, *settings.extend_include]
     ignores = _Ignores()
 
     def add(path: Path) -> None:
@@ -80,8 +83,9 @@ def discover(paths: list[str], settings: Settings) -> Discovery:
         path = Path(raw)
         if path.is_file():
             # named explicitly: linted unless --force-exclude asks to apply the excludes
-            if not (settings.force_exclude and (settings.excluded(path.absolute()) or (
-                    settings.respect_gitignore and ignores.ignored(path.absolute(), False)))):
+            own = configs.for_path(path)
+            if not (own.force_exclude and (own.excluded(path.absolute()) or (
+                    own.respect_gitignore and ignores.ignored(path.absolute(), False)))):
                 add(path)
             continue
         if not path.is_dir():
@@ -91,18 +95,20 @@ def discover(paths: list[str], settings: Settings) -> Discovery:
         # every file of the tree, and on a warm cache it is most of the run.
         for folder, dirnames, filenames in os.walk(path, onerror=_collect(found, raw)):
             here = os.path.abspath(folder)
-            rel_here = settings.relative_folder(here)
-            gitignores = ignores.for_folder(Path(here)) if settings.respect_gitignore else []
+            own = configs.for_folder(here)
+            patterns = [*own.include, *own.extend_include]
+            rel_here = own.relative_folder(here)
+            gitignores = ignores.for_folder(Path(here)) if own.respect_gitignore else []
 
             def excluded(name: str, is_dir: bool) -> bool:
                 full = os.path.join(here, name)
                 if os.path.islink(full):  # resolved on its own
-                    if settings.excluded(Path(full)):
+                    if own.excluded(Path(full)):
                         return True
                 elif rel_here is None:  # outside the root: matched as an absolute path
-                    if settings.excluded_relative(Path(full).as_posix(), name):
+                    if own.excluded_relative(Path(full).as_posix(), name):
                         return True
-                elif settings.excluded_relative(f"{rel_here}/{name}" if rel_here else name, name):
+                elif own.excluded_relative(f"{rel_here}/{name}" if rel_here else name, name):
                     return True
                 return bool(gitignores) and ignores.ignored(Path(full), is_dir)
 

@@ -1,0 +1,196 @@
+"""The torch version a project targets when no `torch-version` is set.
+
+As ruff infers `target-version` from `requires-python`: the lowest torch version
+the project's declared requirement admits, read from the nearest folder (the
+configuration's folder, then its parents up to the repository root) that declares
+one in `pyproject.toml` (`[project]` dependencies and optional dependencies),
+`requirements*.txt`, `setup.cfg` (`install_requires`, `extras_require`) or a
+literal `install_requires` / `extras_require` in `setup.py`. Without a
+declaration, the installed torch (read from its metadata: torch is never
+imported), else the newest version ptlint knows.
+"""
+from __future__ import annotations
+
+import ast
+import configparser
+import tomllib
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+# The newest torch release the deprecation tables know about.
+NEWEST_KNOWN_TORCH = "2.13"
+# Releases a requirement's lowest admitted version is looked for among (with the
+# versions the requirement itself names).
+_RELEASES = [Version(f"1.{m}") for m in range(14)] + [
+    Version(f"2.{m}") for m in range(int(NEWEST_KNOWN_TORCH.split(".")[1]) + 1)]
+
+
+def target_version(root: Path) -> tuple[Version, str]:
+    """The torch version to target for a project configured in `root`, and
+    where it comes from (for `--show-settings`)."""
+    declared = declared_version(root)
+    if declared is not None:
+        return declared
+    return installed_or_newest()
+
+
+def installed_or_newest() -> tuple[Version, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = Version(Version(version("torch")).base_version)
+    except (PackageNotFoundError, InvalidVersion):
+        return Version(NEWEST_KNOWN_TORCH), "the newest torch version ptlint knows"
+    return installed, "the installed torch (no requirement on torch declared)"
+
+
+def declared_version(root: Path) -> tuple[Version, str] | None:
+    """The lowest version admitted by the torch requirements of the nearest
+    folder that declares any, with a description of the requirement."""
+    for folder in [root, *root.parents]:
+        found = [(lowest, where) for req, where in _requirements(folder)
+                 if (lowest := lowest_admitted(req)) is not None]
+        if found:
+            return min(found, key=lambda pair: pair[0])
+        if (folder / ".git").exists():
+            break
+    return None
+
+
+def lowest_admitted(req: Requirement) -> Version | None:
+    """The lowest torch release (or version the requirement names) that `req`
+    admits; None for a requirement that names no version (`torch`, a URL)."""
+    spec = req.specifier
+    if not len(spec):
+        return None
+    named = set()
+    for item in spec:
+        try:
+            v = Version(item.version.removesuffix(".*"))
+        except InvalidVersion:
+            continue
+        named.add(v)
+        major, minor, micro = (list(v.release) + [0, 0])[:3]
+        named.add(Version(f"{major}.{minor}.{micro + 1}"))  # for `>v`
+    for candidate in sorted({*_RELEASES, *named}):
+        if spec.contains(candidate):
+            return candidate
+    return None
+
+
+def _torch(lines: Iterable[str], where: str) -> Iterator[tuple[Requirement, str]]:
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) == "torch":
+            yield req, f"{line.strip()} ({where})"
+
+
+def _requirements(folder: Path) -> Iterator[tuple[Requirement, str]]:
+    """Every requirement on torch the files of `folder` declare, with where."""
+    yield from _pyproject(folder / "pyproject.toml")
+    try:
+        listed = sorted(folder.glob("requirements*.txt"))
+    except OSError:
+        listed = []
+    for path in listed:
+        lines = _read(path)
+        if lines is not None and "torch" in lines:
+            yield from _torch(_requirement_lines(lines), str(path))
+    yield from _setup_cfg(folder / "setup.cfg")
+    yield from _setup_py(folder / "setup.py")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _requirement_lines(text: str) -> Iterator[str]:
+    """A requirements file's requirements: comments, options and line
+    continuations handled as pip reads them."""
+    for line in text.replace("\\\n", "").splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if line and not line.startswith(("#", "-")):
+            yield line
+
+
+def _pyproject(path: Path) -> Iterator[tuple[Requirement, str]]:
+    text = _read(path)
+    if text is None or "torch" not in text:
+        return
+    try:
+        project = tomllib.loads(text).get("project")
+    except tomllib.TOMLDecodeError:
+        return  # the configuration loader reports a broken file
+    if not isinstance(project, dict):
+        return
+    dependencies = project.get("dependencies")
+    if isinstance(dependencies, list):
+        yield from _torch(_strings(dependencies), f"{path} [project] dependencies")
+    extras = project.get("optional-dependencies")
+    if isinstance(extras, dict):
+        for extra, items in extras.items():
+            if isinstance(items, list):
+                yield from _torch(_strings(items), f"{path} [project.optional-dependencies] {extra}")
+
+
+def _strings(items: Iterable[object]) -> list[str]:
+    return [item for item in items if isinstance(item, str)]
+
+
+def _setup_cfg(path: Path) -> Iterator[tuple[Requirement, str]]:
+    text = _read(path)
+    if text is None or "torch" not in text:
+        return
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return
+    if parser.has_option("options", "install_requires"):
+        yield from _torch(_requirement_lines(parser.get("options", "install_requires")),
+                          f"{path} [options] install_requires")
+    if parser.has_section("options.extras_require"):
+        for extra, value in parser.items("options.extras_require"):
+            yield from _torch(_requirement_lines(value), f"{path} [options.extras_require] {extra}")
+
+
+def _setup_py(path: Path) -> Iterator[tuple[Requirement, str]]:
+    """`install_requires` and `extras_require` of a `setup(...)` call, when they
+    are literals (or names bound to literals at the top of the file)."""
+    text = _read(path)
+    if text is None or "torch" not in text:
+        return
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return
+    literals = {target.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+                for target in node.targets if isinstance(target, ast.Name)}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(
+                node.func, "attr", None)) == "setup"):
+            continue
+        for keyword in node.keywords:
+            if keyword.arg not in ("install_requires", "extras_require"):
+                continue
+            value = keyword.value
+            if isinstance(value, ast.Name):
+                value = literals.get(value.id, value)
+            try:
+                literal = ast.literal_eval(value)
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                continue
+            groups = literal.values() if isinstance(literal, dict) else [literal]
+            for group in groups:
+                if isinstance(group, (list, tuple)):
+                    yield from _torch(_strings(group), f"{path} setup({keyword.arg}=...)")
