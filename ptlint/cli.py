@@ -29,7 +29,7 @@ def _globs(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
-SELECTORS = ("codes (PTL101), prefixes (PTL1), rule names (tensor-moved-after-creation) "
+SELECTORS = ("codes (PTL102), prefixes (PTL1), rule names (data-parallel) "
              "or ALL, comma-separated")
 
 
@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     rule = sub.add_parser("rule", help="print a rule's documentation")
     rule.add_argument("code", help="a code (PTL001) or name (loss-kept-with-graph)")
     rules = sub.add_parser("rules", help="list every rule")
-    rules.add_argument("--output-format", choices=("full", "json"), default="full")
+    rules.add_argument("--output-format", choices=("full", "json"), default="full",
+                       help="a table (full) or JSON")
     clean = sub.add_parser("clean", help="remove the result cache")
     clean.add_argument("--config", type=Path, metavar="FILE",
                        help="the configuration whose cache to remove")

@@ -1,0 +1,190 @@
+"""The options ruff users reach for, and help instead of a lint of `.` for
+mistakes, through the command line."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+MOVED = "import torch\n\nx = torch.zeros(3).cuda()\ny = torch.ones(2).cuda()\n"
+FIXED = 'import torch\n\nx = torch.zeros(3, device="cuda")\ny = torch.ones(2, device="cuda")\n'
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "m.py").write_text(MOVED)
+    return tmp_path
+
+
+def test_stdin_filename_alone_reads_standard_input(cli, project):
+    (project / "sub").mkdir()
+    (project / "sub" / "other.py").write_text(MOVED)
+    out = cli("--stdin-filename", "fed.py", "--output-format", "concise", stdin=MOVED,
+              cwd=project)
+    assert out.returncode == 1
+    assert {l.split(":")[0] for l in out.stdout.splitlines() if "PTL101" in l} == {"fed.py"}
+    # with paths, standard input wins, as in ruff, and the paths are named
+    both = cli("--stdin-filename", "fed.py", "sub", "--output-format", "concise",
+               stdin="x = 1\n", cwd=project)
+    assert both.returncode == 0 and "PTL101" not in both.stdout
+    assert "warning: ignoring sub in favour of standard input" in both.stderr
+
+
+def test_output_file_gets_the_report(cli, project):
+    out = cli("m.py", "-o", "report.txt", cwd=project)
+    assert out.returncode == 1 and out.stdout == ""
+    text = (project / "report.txt").read_text()
+    assert "m.py:3:5: PTL101" in text and "Found 2 findings." in text and "\x1b[" not in text
+    js = cli("m.py", "--output-format", "json", "--output-file", "out/r.json", cwd=project)
+    assert js.returncode == 2 and "out/r.json: cannot write" in js.stderr
+    (project / "out").mkdir()
+    assert cli("m.py", "--output-format", "json", "-o", "out/r.json", cwd=project).returncode == 1
+    assert [f["code"] for f in json.loads((project / "out/r.json").read_text())] == ["PTL101"] * 2
+
+
+def test_show_fixes_and_exit_non_zero_on_fix(cli, project):
+    out = cli("m.py", "--fix", "--show-fixes", cwd=project)
+    assert out.returncode == 0
+    assert "Fixed 2 findings:\n- m.py:\n    2 × PTL101 (tensor-moved-after-creation)\n" in out.stdout
+    assert (project / "m.py").read_text() == FIXED
+    (project / "m.py").write_text(MOVED)
+    strict = cli("m.py", "--fix", "--exit-non-zero-on-fix", cwd=project)
+    assert strict.returncode == 1 and "Fixed 2 findings, 0 remaining." in strict.stdout
+    assert "× PTL101" not in strict.stdout  # only with --show-fixes
+    nothing = cli("m.py", "--fix", "--exit-non-zero-on-fix", cwd=project)
+    assert nothing.returncode == 0
+
+
+def test_color(cli, project):
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    assert "\x1b[" not in cli("m.py", cwd=project, env=env).stdout  # auto: not a terminal
+    assert "\x1b[" in cli("m.py", "--color", "always", cwd=project, env=env).stdout
+    never = cli("m.py", "--color", "never", cwd=project, env={**env, "FORCE_COLOR": "1"})
+    assert "\x1b[" not in never.stdout and "m.py:3:5: PTL101" in never.stdout
+
+
+def test_quiet_and_silent(cli, project):
+    (project / "m.py").write_text(MOVED.replace("cuda()\ny", "cuda()  # noqa: nonsense\ny"))
+    normal = cli("m.py", "nope.py", cwd=project)
+    assert "Found 2 findings." in normal.stdout and "warning:" in normal.stderr
+    quiet = cli("m.py", "nope.py", "-q", "--output-format", "concise", cwd=project)
+    assert quiet.returncode == 2
+    assert len(quiet.stdout.splitlines()) == 2 and "Found" not in quiet.stdout
+    assert quiet.stderr == "error: nope.py: no such file or directory\n"
+    silent = cli("m.py", "nope.py", "--silent", cwd=project)
+    assert (silent.returncode, silent.stdout, silent.stderr) == (2, "", "")
+    assert cli("m.py", "-s", cwd=project).returncode == 1
+
+
+def test_help_describes_every_option(cli):
+    text = " ".join(cli("check", "--help").stdout.split())
+    assert "rule names (data-parallel)" in text and "a rule name works" in text
+    from ptlint.cli import build_parser
+
+    parser = build_parser()
+    check = next(a for a in parser._actions if a.dest == "command").choices["check"]
+    for action in check._actions:
+        assert action.help, f"{action.option_strings or action.dest} has no description"
+        for option in action.option_strings:
+            assert option in text
+    assert "check --help" in cli("--help").stdout
+
+
+@pytest.mark.parametrize("argv, meant", [(["chek", "."], "check"), (["rulez", "PTL001"], "rule"),
+                                         (["claen"], "clean")])
+def test_a_mistyped_command_gets_help_and_lints_nothing(cli, project, argv, meant):
+    out = cli(*argv, cwd=project)
+    assert out.returncode == 2 and out.stdout == ""
+    assert f"unknown command {argv[0]!r}; did you mean {meant!r}?" in out.stderr
+    assert not (project / ".ptlint_cache").exists()
+    # a folder of that name is linted as before
+    (project / argv[0]).mkdir()
+    assert cli(*argv[:1], cwd=project).returncode == 0
+
+
+def test_a_mistyped_option_shows_the_check_options(cli, project):
+    out = cli("--fixx", ".", cwd=project)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("usage: ptlint check ")
+    assert "--unsafe-fixes" in out.stderr
+    assert "unrecognized argument '--fixx'; did you mean '--fix'?" in out.stderr
+    assert (project / "m.py").read_text() == MOVED
+
+
+def test_no_python_files_is_a_warning(cli, tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "readme.md").write_text("# nothing to lint\n")
+    out = cli("docs", cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout == ""
+    assert out.stderr == "warning: No Python files found under the given path(s)\n"
+    assert cli("docs", "-q", cwd=tmp_path).stderr == ""
+
+
+def test_show_files_and_show_settings_lint_nothing(cli, project):
+    (project / "nb.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4}')
+    (project / "build").mkdir()
+    (project / "build" / "x.py").write_text(MOVED)
+    files = cli("--show-files", cwd=project)
+    assert files.returncode == 0 and files.stdout.splitlines() == ["m.py", "nb.ipynb"]
+    (project / "pyproject.toml").write_text('[tool.ptlint]\nextend-select = ["PTL090"]\n')
+    shown = cli("--show-settings", "--ignore", "PTL102", cwd=project)
+    assert shown.returncode == 0
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "Resolved settings for: m.py"
+    assert lines[1] == f"Settings path: {project / 'pyproject.toml'}"
+    assert 'extend-select = ["PTL090"]' in lines and 'ignore = ["PTL102"]' in lines
+    assert "  PTL090 unused-noqa" in lines and "  PTL102 data-parallel" not in lines
+    assert not (project / ".ptlint_cache").exists()
+
+
+def _on_a_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, bytes]:
+    """Run ptlint with stderr on a pseudo-terminal; what reached the terminal."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "ptlint", *args], cwd=cwd, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # the terminal closed
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    code = proc.wait(timeout=300)
+    reader.join(timeout=60)
+    os.close(master)
+    return code, b"".join(chunks)
+
+
+def test_progress_bar_only_for_people(tmp_path):
+    for i in range(6):
+        (tmp_path / f"m{i}.py").write_text(MOVED)
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env.update(PTLINT_PROGRESS_DELAY="0", TERM="xterm")
+    code, shown = _on_a_terminal([".", "--no-cache", "-j", "1"], tmp_path, env)
+    assert code == 1
+    assert re.search(rb"linting.*\d/6", shown), shown[:300]
+    for extra, more_env in ((["--output-format", "json"], {}), ([], {"CI": "true"}),
+                            (["-q"], {})):
+        code, shown = _on_a_terminal([".", "--no-cache", "-j", "1", *extra], tmp_path,
+                                     {**env, **more_env})
+        assert code == 1 and b"linting" not in shown, (extra, more_env)
+    # not on a terminal: nothing
+    piped = subprocess.run([sys.executable, "-m", "ptlint", ".", "--no-cache"], cwd=tmp_path,
+                           env=env, capture_output=True)
+    assert b"linting" not in piped.stderr and b"\x1b[" not in piped.stderr

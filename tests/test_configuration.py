@@ -1,0 +1,179 @@
+"""Configuration through the command line: each file's nearest configuration
+(hierarchical, as ruff), the target torch version inferred from the project,
+and configuration mistakes that must be clear errors."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+MOVED = "import torch\n\nx = torch.zeros(3).cuda()\n"
+LOAD = 'import torch\n\nstate = torch.load("ckpt.pt")\n'
+
+
+def codes_by_file(stdout: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in stdout.splitlines():
+        match = re.match(r"^(\S+):\d+:\d+: (PTL\d{3}) ", line)
+        if match:
+            out.setdefault(match.group(1), []).append(match.group(2))
+    return out
+
+
+def lint(cli, *args: str, cwd: Path):
+    return cli(*args, "--output-format", "concise", "--no-cache", cwd=cwd)
+
+
+# -- hierarchical configuration --------------------------------------------------------------
+def test_each_file_uses_its_nearest_configuration(cli, tmp_path):
+    """The issue's repro: A/pyproject.toml ignores PTL101; B has no configuration."""
+    (tmp_path / "A").mkdir()
+    (tmp_path / "B").mkdir()
+    (tmp_path / "A" / "pyproject.toml").write_text('[tool.ptlint]\nignore = ["PTL101"]\n')
+    (tmp_path / "A" / "x.py").write_text(MOVED)
+    (tmp_path / "B" / "y.py").write_text(MOVED)
+    for order in (["A/x.py", "B/y.py"], ["B/y.py", "A/x.py"], ["."]):
+        out = lint(cli, *order, cwd=tmp_path)
+        assert codes_by_file(out.stdout) == {"B/y.py": ["PTL101"]}, (order, out.stdout)
+    # from inside A, a file outside it takes the working directory's configuration (ruff's
+    # fallback); --config applies one configuration to every file
+    assert codes_by_file(lint(cli, "x.py", "../B/y.py", cwd=tmp_path / "A").stdout) == {}
+    forced = lint(cli, "A/x.py", "B/y.py", "--config", "A/pyproject.toml", cwd=tmp_path)
+    assert codes_by_file(forced.stdout) == {}
+    # command-line options apply to every file, over each configuration
+    ignored = lint(cli, "A/x.py", "B/y.py", "--ignore", "PTL101", cwd=tmp_path)
+    assert ignored.returncode == 0 and codes_by_file(ignored.stdout) == {}
+
+
+def test_a_nested_configuration_has_its_own_excludes_and_per_file_ignores(cli, tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.ptlint]\nextend-exclude = ["gen"]\n'
+        '[tool.ptlint.per-file-ignores]\n"sub/tests/**" = ["PTL101"]\n')
+    sub = tmp_path / "sub"
+    (sub / "gen").mkdir(parents=True)
+    (sub / "tests").mkdir()
+    (tmp_path / "gen").mkdir()
+    (sub / "ptlint.toml").write_text('[per-file-ignores]\n"gen/**" = ["PTL101"]\n')
+    for path in ("gen/a.py", "sub/gen/b.py", "sub/tests/c.py", "sub/d.py"):
+        (tmp_path / path).write_text(MOVED)
+    # the root's excludes and per-file-ignores do not reach into sub, which has its own
+    out = lint(cli, ".", cwd=tmp_path)
+    assert codes_by_file(out.stdout) == {"sub/d.py": ["PTL101"], "sub/tests/c.py": ["PTL101"]}
+    shown = cli("--show-files", cwd=tmp_path)
+    assert shown.stdout.splitlines() == ["sub/d.py", "sub/gen/b.py", "sub/tests/c.py"]
+
+
+def test_a_broken_nested_configuration_is_a_clear_error(cli, tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "ptlint.toml").write_text('slect = ["PTL101"]\n')
+    (tmp_path / "sub" / "a.py").write_text(MOVED)
+    out = lint(cli, ".", cwd=tmp_path)
+    assert out.returncode == 2 and "unknown key 'slect'" in out.stderr
+    assert "sub/ptlint.toml" in out.stderr and "Traceback" not in out.stderr
+
+
+# -- the target torch version ------------------------------------------------------------------
+@pytest.mark.parametrize("name, content, version", [
+    ("pyproject.toml", '[project]\nname = "p"\ndependencies = ["numpy", "torch>=2.2,<2.5"]\n',
+     "2.2"),
+    ("pyproject.toml", '[project]\nname = "p"\n[project.optional-dependencies]\n'
+                       'gpu = ["torch~=2.3.1"]\n', "2.3.1"),
+    ("requirements-dev.txt", "-r base.txt\nnumpy  # arrays\ntorch==2.4.* ; python_version > '3'\n",
+     "2.4"),
+    ("setup.cfg", "[options]\ninstall_requires =\n    numpy\n    torch>2.1\n", "2.1.1"),
+    ("setup.py", "from setuptools import setup\nREQS = ['torch>=1.13']\n"
+                 "setup(name='p', install_requires=REQS)\n", "1.13"),
+])
+def test_the_torch_version_comes_from_the_project(cli, tmp_path, name, content, version):
+    (tmp_path / name).write_text(content)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text(LOAD)
+    shown = cli("--show-settings", "src/m.py", cwd=tmp_path)
+    assert shown.returncode == 0
+    assert f'torch-version = "{version}"' in shown.stdout
+    assert str(tmp_path / name) in shown.stdout  # and where it comes from
+    # a security rule off since torch 2.6 is on for the versions the project supports
+    out = lint(cli, "src", cwd=tmp_path)
+    assert codes_by_file(out.stdout) == {"src/m.py": ["PTL301"]}
+
+
+def test_an_explicit_torch_version_wins_over_the_project(cli, tmp_path):
+    (tmp_path / "requirements.txt").write_text("torch>=2.2,<2.5\n")
+    (tmp_path / "m.py").write_text(LOAD)
+    assert lint(cli, "m.py", "--torch-version", "2.6", cwd=tmp_path).returncode == 0
+    shown = cli("--show-settings", "m.py", "--torch-version", "2.6", cwd=tmp_path).stdout
+    assert 'torch-version = "2.6"' in shown and "--torch-version" in shown
+    (tmp_path / "ptlint.toml").write_text('torch-version = "2.7"\n')
+    shown = cli("--show-settings", "m.py", cwd=tmp_path).stdout
+    assert 'torch-version = "2.7"' in shown and f"in {tmp_path / 'ptlint.toml'}" in shown
+
+
+def test_without_a_declaration_the_installed_torch_is_read_not_imported(cli, tmp_path):
+    """The linter reads the installed version from metadata; torch is never imported."""
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    (tmp_path / "requirements.txt").write_text("torch\n")  # names no version
+    (tmp_path / "m.py").write_text(LOAD)
+    probe = ("import sys\nfrom ptlint.cli import main\n"
+             "main(['--show-settings', 'm.py'])\nprint('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
+                         text=True)
+    installed = version("torch").split("+")[0]
+    assert f'torch-version = "{installed}"' in out.stdout
+    assert "the installed torch" in out.stdout
+    assert out.stdout.splitlines()[-1] == "False"
+
+
+# -- mistakes ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("content", ['[tool.ptlint]\nselect = [""]\n',
+                                     '[tool.ptlint]\nignore = ["PTL1", " "]\n',
+                                     '[tool.ptlint]\nper-file-ignores = {"a.py" = [""]}\n'])
+def test_an_empty_selector_in_the_configuration_is_an_error(cli, tmp_path, content):
+    (tmp_path / "pyproject.toml").write_text(content)
+    (tmp_path / "m.py").write_text(MOVED)
+    out = lint(cli, "m.py", cwd=tmp_path)
+    assert out.returncode == 2 and "empty rule selector" in out.stderr
+    assert out.stdout == ""
+
+
+@pytest.mark.parametrize("value", ["", ",", "PTL1,", ",PTL101"])
+def test_an_empty_selector_on_the_command_line_is_an_error(cli, tmp_path, value):
+    (tmp_path / "m.py").write_text(MOVED)
+    for flag in ("--select", "--ignore", "--extend-select"):
+        out = lint(cli, "m.py", flag, value, cwd=tmp_path)
+        assert out.returncode == 2 and "empty rule selector" in out.stderr, (flag, value)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("tool = 5\n", "`tool` must be a table, not int"),
+    ('[tool]\nptlint = "yes"\n', "`tool.ptlint` must be a table, not str"),
+])
+@pytest.mark.parametrize("where", [".", "parent"])
+def test_a_tool_that_is_not_a_table_is_a_clear_error(cli, tmp_path, content, message, where):
+    project = tmp_path if where == "." else tmp_path / "inner"
+    project.mkdir(exist_ok=True)
+    (tmp_path / "pyproject.toml").write_text(content)
+    (project / "m.py").write_text(MOVED)
+    out = lint(cli, "m.py", cwd=project)
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and str(tmp_path / "pyproject.toml") in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_running_from_a_deleted_folder_is_a_clear_error(tmp_path):
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    script = (f"import os, subprocess, sys\nos.mkdir({str(gone)!r})\nos.chdir({str(gone)!r})\n"
+              f"os.rmdir({str(gone)!r})\n"
+              "p = subprocess.run([sys.executable, '-m', 'ptlint', '.'], capture_output=True, "
+              "text=True)\nprint(p.returncode)\nprint(p.stderr)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=tmp_path)
+    code, stderr = out.stdout.split("\n", 1)
+    assert code == "2"
+    assert "the current folder no longer exists" in stderr and "Traceback" not in stderr
