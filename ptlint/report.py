@@ -126,8 +126,10 @@ def show_settings(target: str, settings: Settings, stream: TextIO) -> None:
         key = name.replace("_", "-")
         if value is None:
             lines.append(f"{key} = (the rules on by default)")
-        else:
-            lines.append(f"{key} = {json.dumps(value)}")
+        elif len(text := f"{key} = {json.dumps(value)}") <= 80 or not isinstance(value, list):
+            lines.append(text)
+        else:  # one item a line, as ruff prints long lists
+            lines += [f"{key} = [", *(f"    {json.dumps(v)}," for v in value), "]"]
     lines.append(f"root = {json.dumps(str(settings.root))}")
     enabled = sorted(settings.enabled_codes)
     lines += ["", f"enabled rules ({len(enabled)}):"]
