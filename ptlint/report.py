@@ -1,8 +1,8 @@
 """What `ptlint check` prints around the findings: the summary, `--statistics`,
 `--show-fixes`, `--show-settings`, `--show-files`, warnings, and the progress bar.
 
-May import: `ptlint.config`, `ptlint.model`, `ptlint.output`. Never the engine
-(a run answered from the cache must not load LibCST).
+May import: `ptlint.config`, `ptlint._catalog`, `ptlint.model`, `ptlint.output`.
+Never the engine (a run answered from the cache must not load LibCST).
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import os
 import sys
 import threading
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, TextIO
-from contextlib import contextmanager
 
 from ptlint.config import Settings
 

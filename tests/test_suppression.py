@@ -86,6 +86,15 @@ def test_a_finding_in_a_multiline_string_takes_the_directive_of_its_last_line(cl
     assert concise(cli, "m.py", cwd=tmp_path)[1] == []
 
 
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_directives_are_found_whatever_the_line_endings(cli, tmp_path, newline):
+    text = newline.join(["import torch", "x = torch.zeros(3).cuda()  # noqa: PTL101",
+                         "y = torch.zeros(3).cuda()", ""])
+    (tmp_path / "m.py").write_bytes(text.encode())
+    out, lines = concise(cli, "m.py", "--extend-select", "PTL090", cwd=tmp_path)
+    assert [l.split(": ")[0] for l in lines] == ["m.py:3:5"]
+
+
 # -- unused-noqa (PTL090) -------------------------------------------------------------
 UNUSED = """\
 import torch

@@ -3,7 +3,8 @@
 - `guard`: is it Python, and safe for LibCST to parse (PTL000)?
 - `lint`: parse once, run every enabled rule in one walk (`lint_text`).
 - `locate`: reports to findings, with positions and edit texts.
-- `suppress`: `# noqa` and file-wide suppression.
+- `suppress`: `# noqa` and file-wide suppression, read from comment tokens;
+  unused directives (PTL090) and `--add-noqa`.
 - `safety`: what every fix must respect before it is offered (comments kept,
   imports that reach their use, quotes that fit an f-string).
 - `fix`: apply fixes until nothing changes, re-parsing each pass (`fix_text`).
@@ -13,7 +14,7 @@
   through the cache; `pool`: the worker processes that run them in parallel.
 
 May import: `ptlint.analysis`, `ptlint.io`, `ptlint.model`, `ptlint.rule`,
-`ptlint.config`. Never the CLI, output or verify packages. This package's
+`ptlint.config` (and its generated `ptlint._catalog`). Never the CLI, output or verify packages. This package's
 `__init__` imports nothing, so that a run answered from the cache never
 loads LibCST.
 """

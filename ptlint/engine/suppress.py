@@ -94,9 +94,10 @@ def _code_list(comment: str, after: int) -> list[tuple[str, str, int, int]] | No
 
 def _tokens(text: str) -> Iterable[tokenize.TokenInfo]:
     """The file's tokens up to the first error (a file that does not tokenize
-    does not parse either: a PTL000 finding)."""
+    does not parse either: a PTL000 finding). Lines break at \\r\\n, \\r and \\n, as
+    for Python and the positions of findings."""
     try:
-        yield from tokenize.generate_tokens(io.StringIO(text).readline)
+        yield from tokenize.generate_tokens(io.StringIO(text, newline=None).readline)
     except (tokenize.TokenError, SyntaxError, ValueError, RecursionError):
         return
 
