@@ -192,6 +192,15 @@ def test_add_noqa_silences_every_finding_and_keeps_comments(cli, tmp_path):
     assert cli(".", "--torch-version", "2.4", cwd=tmp_path).returncode == 1
 
 
+def test_add_noqa_leaves_no_stale_cache(cli, tmp_path):
+    """`--add-noqa` gives unused directives no `# noqa` (and findings it did cover
+    are not `check`'s answer): a later check still reports them."""
+    (tmp_path / "m.py").write_text(UNUSED)
+    assert cli("m.py", "--add-noqa", "--extend-select", "PTL090", cwd=tmp_path).stderr == ""
+    out = cli("m.py", "--extend-select", "PTL090", "--output-format", "concise", cwd=tmp_path)
+    assert out.returncode == 1 and out.stdout.count("PTL090") == 4
+
+
 def test_add_noqa_keeps_line_endings_and_refuses_what_it_cannot_do(cli, tmp_path):
     (tmp_path / "crlf.py").write_bytes(b"import torch\r\nx = torch.zeros(3).cuda()\r\n")
     assert cli("crlf.py", "--add-noqa", cwd=tmp_path).returncode == 0
