@@ -44,6 +44,11 @@ def test_each_file_uses_its_nearest_configuration(cli, tmp_path):
     # command-line options apply to every file, over each configuration
     ignored = lint(cli, "A/x.py", "B/y.py", "--ignore", "PTL101", cwd=tmp_path)
     assert ignored.returncode == 0 and codes_by_file(ignored.stdout) == {}
+    # --show-settings names the file each one uses
+    shown = cli("--show-settings", "A/x.py", cwd=tmp_path).stdout.splitlines()
+    assert shown[1] == f"Settings path: {tmp_path / 'A' / 'pyproject.toml'}"
+    assert cli("--show-settings", "B", cwd=tmp_path).stdout.splitlines()[:2] == [
+        "Resolved settings for: B/y.py", "Settings path: none (defaults)"]
 
 
 def test_a_nested_configuration_has_its_own_excludes_and_per_file_ignores(cli, tmp_path):
