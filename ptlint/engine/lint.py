@@ -66,7 +66,7 @@ def lint_text(
     if settings.is_enabled(UNUSED_NOQA, path) and not result.errors and UNUSED_NOQA not in (
         directives.file or ()
     ):
-        unused = directives.unused(text, path, settings, ran)
+        unused = directives.unused(text, path, ran)
         result.findings.extend(f for f in unused if not directives.suppresses(f))
     result.findings.sort(key=lambda f: f.sort_key)
     return result

@@ -21,14 +21,11 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from ptlint._catalog import RULES as CATALOG
 from ptlint.io.text import line_starts, line_text
 from ptlint.model import Edit, Finding, Fix, Position, Safety, Span
-
-if TYPE_CHECKING:
-    from ptlint.config import Settings
 
 UNUSED_NOQA = next(code for code, (name, _) in CATALOG.items() if name == "unused-noqa")
 _BY_NAME = {name: code for code, (name, _) in CATALOG.items()}
@@ -178,7 +175,7 @@ class Directives:
         return [Notice(path, Span(at, at), INVALID) for at in self.invalid]
 
     # -- unused-noqa ---------------------------------------------------------------
-    def unused(self, text: str, path: str, settings: "Settings", ran: set[str]) -> list[Finding]:
+    def unused(self, text: str, path: str, ran: set[str]) -> list[Finding]:
         """A finding for each directive naming ptlint codes that suppressed nothing.
         `ran`: the codes of the rules that ran on the file. Other tools' codes and
         blanket directives are left alone: they may serve another linter."""
