@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import os
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +49,7 @@ class Settings:
     output_format: str = "full"
     torch_version: Any = None  # packaging Version; None: inferred (see ptlint.target)
     torch_version_source: str = ""  # where torch_version comes from, in words
+    torch_version_explicit: bool = False  # set by torch-version or --torch-version
     respect_gitignore: bool = True
     force_exclude: bool = False  # apply excludes to files named on the command line too
     cache_dir: str = ".ptlint_cache"
@@ -198,7 +199,7 @@ def expand(selectors: list[str], key: str, *, allow_syntax: bool = False) -> lis
 
 
 _KEYS = {f.name.replace("_", "-"): f.name for f in fields(Settings)
-         if f.name not in ("root", "config_path", "torch_version_source")}
+         if f.name not in ("root", "config_path", "torch_version_source", "torch_version_explicit")}
 
 
 def _tool_table(data: dict, path: Path) -> dict | None:
@@ -277,7 +278,8 @@ class Configs:
     hierarchical discovery does (a `pyproject.toml` without `[tool.ptlint]` is not
     one), with the command line's overrides. A file under no configuration file
     gets `default`: the settings of the working directory's nearest one. With
-    `--config`, every file gets that one."""
+    `--config`, every file gets that one. Either way, unless `torch-version` is
+    set, the target torch version is that of the project nearest to the file."""
 
     def __init__(self, default: Settings, overrides: dict[str, Any] | None = None, *,
                  hierarchical: bool = False) -> None:
@@ -286,6 +288,8 @@ class Configs:
         self.hierarchical = hierarchical
         self._loaded: dict[Path, Settings] = {}
         self._folders: dict[str, Path | None] = {}
+        self._targets: dict = {}  # folder -> its project's torch requirement (see target)
+        self._variants: dict = {}  # (settings, target) -> the settings with that target
         if default.config_path is not None:
             self._loaded[default.config_path.resolve()] = default
 
@@ -303,15 +307,12 @@ class Configs:
         return self.for_folder(path.parent)
 
     def for_folder(self, folder: Path | str) -> Settings:
-        if not self.hierarchical:
-            return self.default
-        path = self._nearest(_real_folder(str(folder)))
-        if path is None:
-            return self.default
-        settings = self._loaded.get(path)
+        real = _real_folder(str(folder))
+        path = self._nearest(real) if self.hierarchical else None
+        settings = self.default if path is None else self._loaded.get(path)
         if settings is None:
             settings = self._loaded[path] = load_config(path, self.overrides)
-        return settings
+        return with_target(settings, Path(real), self._targets, self._variants)
 
     def _nearest(self, folder: str) -> Path | None:
         """The configuration file nearest to a resolved folder (each folder asked once)."""
@@ -331,12 +332,32 @@ class Configs:
         return [self.default, *(s for s in self._loaded.values() if s is not self.default)]
 
 
+def with_target(settings: Settings, folder: Path, targets: dict, variants: dict) -> Settings:
+    """`settings` for the files of `folder`: unless `torch-version` is set, with
+    the torch version the project nearest to the folder declares (see target).
+    `targets` and `variants` keep what was found, for the next folders."""
+    if settings.torch_version_explicit:
+        return settings
+    from ptlint.target import target_version
+
+    found = target_version(folder, targets)
+    if found == (settings.torch_version, settings.torch_version_source):
+        return settings
+    key = (id(settings), found)
+    kept = variants.get(key)
+    if kept is None or kept[0] is not settings:  # (an id may be reused once freed)
+        kept = variants[key] = (settings, replace(settings, torch_version=found[0],
+                                                  torch_version_source=found[1]))
+    return kept[1]
+
+
 def _set(settings: Settings, name: str, value: Any, where: str) -> None:
     default = getattr(Settings(), name)
     if name == "torch_version":
         value = parse_version(str(value), where)
         settings.torch_version_source = (where if where.startswith("--") else
                                          f"torch-version in {where.rsplit(': ', 1)[0]}")
+        settings.torch_version_explicit = True
     elif name == "per_file_ignores":
         if not isinstance(value, dict) or not all(
             isinstance(v, list) and all(isinstance(c, str) for c in v) for v in value.values()

@@ -2,7 +2,7 @@
 
 As ruff infers `target-version` from `requires-python`: the lowest torch version
 the project's declared requirement admits, read from the nearest folder (the
-configuration's folder, then its parents up to the repository root) that declares
+linted file's folder, then its parents up to the repository root) that declares
 one in `pyproject.toml` (`[project]` dependencies and optional dependencies),
 `requirements*.txt`, `setup.cfg` (`install_requires`, `extras_require`) or a
 literal `install_requires` / `extras_require` in `setup.py`. Without a
@@ -29,16 +29,20 @@ _RELEASES = [Version(f"1.{m}") for m in range(14)] + [
     Version(f"2.{m}") for m in range(int(NEWEST_KNOWN_TORCH.split(".")[1]) + 1)]
 
 
-def target_version(root: Path) -> tuple[Version, str]:
-    """The torch version to target for a project configured in `root`, and
-    where it comes from (for `--show-settings`)."""
-    declared = declared_version(root)
+Target = tuple[Version, str]  # the version, and where it comes from in words
+
+
+def target_version(folder: Path, memo: dict[str, Target | None] | None = None) -> Target:
+    """The torch version to target for the files of `folder`, and where it comes
+    from (for `--show-settings`). `memo` keeps what each folder declares, for a
+    run that asks about many folders."""
+    declared = declared_version(folder, {} if memo is None else memo)
     if declared is not None:
         return declared
     return installed_or_newest()
 
 
-def installed_or_newest() -> tuple[Version, str]:
+def installed_or_newest() -> Target:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -48,17 +52,22 @@ def installed_or_newest() -> tuple[Version, str]:
     return installed, "the installed torch (no requirement on torch declared)"
 
 
-def declared_version(root: Path) -> tuple[Version, str] | None:
+def declared_version(folder: Path, memo: dict[str, Target | None]) -> Target | None:
     """The lowest version admitted by the torch requirements of the nearest
     folder that declares any, with a description of the requirement."""
-    for folder in [root, *root.parents]:
-        found = [(lowest, where) for req, where in _requirements(folder)
-                 if (lowest := lowest_admitted(req)) is not None]
-        if found:
-            return min(found, key=lambda pair: pair[0])
-        if (folder / ".git").exists():
-            break
-    return None
+    key = str(folder)
+    if key in memo:
+        return memo[key]
+    found = [(lowest, where) for req, where in _requirements(folder)
+             if (lowest := lowest_admitted(req)) is not None]
+    if found:
+        answer: Target | None = min(found, key=lambda pair: pair[0])
+    elif (folder / ".git").exists() or folder.parent == folder:
+        answer = None  # the repository root, or the file system's: no further
+    else:
+        answer = declared_version(folder.parent, memo)
+    memo[key] = answer
+    return answer
 
 
 def lowest_admitted(req: Requirement) -> Version | None:

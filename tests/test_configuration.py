@@ -103,6 +103,18 @@ def test_the_torch_version_comes_from_the_project(cli, tmp_path, name, content, 
     assert codes_by_file(out.stdout) == {"src/m.py": ["PTL301"]}
 
 
+def test_each_file_targets_the_torch_version_of_its_own_project(cli, tmp_path):
+    """Two projects linted from the folder above them, no ptlint configuration."""
+    for name, requirement in (("old", "torch>=2.2"), ("new", "torch>=2.6")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "requirements.txt").write_text(requirement + "\n")
+        (tmp_path / name / "m.py").write_text(LOAD)
+    out = lint(cli, ".", cwd=tmp_path)
+    assert codes_by_file(out.stdout) == {"old/m.py": ["PTL301"]}
+    shown = cli("--show-settings", "new/m.py", cwd=tmp_path).stdout
+    assert 'torch-version = "2.6"' in shown and str(tmp_path / "new" / "requirements.txt") in shown
+
+
 def test_an_explicit_torch_version_wins_over_the_project(cli, tmp_path):
     (tmp_path / "requirements.txt").write_text("torch>=2.2,<2.5\n")
     (tmp_path / "m.py").write_text(LOAD)

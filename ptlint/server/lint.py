@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ptlint.config import ConfigError, Settings, find_config, load_config
+from ptlint.config import ConfigError, Settings, find_config, load_config, with_target
 from ptlint.io.text import one_line
 from ptlint.model import Finding
 from ptlint.server.documents import Snapshot
@@ -29,6 +29,8 @@ class Configs:
         self.overrides = overrides
         self.folders = folders
         self._cache: dict[tuple, Settings] = {}
+        self._targets: dict = {}  # the torch version of each folder's project (config)
+        self._variants: dict = {}
         self._lock = threading.Lock()
 
     def anchor(self, path: Path | None) -> Path:
@@ -40,7 +42,14 @@ class Configs:
 
     def settings_for(self, path: Path | None) -> Settings:
         """Raises ConfigError for a configuration the user must correct."""
-        config = find_config(self.anchor(path))
+        with self._lock:  # the torch version of the project nearest to the document
+            anchor = self.anchor(path)
+            return with_target(self._settings_for(anchor),
+                               anchor if anchor.is_dir() else anchor.parent,
+                               self._targets, self._variants)
+
+    def _settings_for(self, anchor: Path) -> Settings:
+        config = find_config(anchor)
         stamp: tuple = (None,)
         if config is not None:
             try:
@@ -48,18 +57,18 @@ class Configs:
                 stamp = (str(config), st.st_mtime_ns, st.st_size)
             except OSError:
                 stamp = (str(config),)
-        with self._lock:
-            cached = self._cache.get(stamp)
+        cached = self._cache.get(stamp)
         if cached is not None:
             return cached
         settings = load_config(config, self.overrides)
-        with self._lock:
-            self._cache[stamp] = settings
+        self._cache[stamp] = settings
         return settings
 
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._targets.clear()
+            self._variants.clear()
 
 
 def check_overrides(options: Any) -> tuple[dict[str, Any], list[str]]:
