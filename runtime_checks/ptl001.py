@@ -10,7 +10,7 @@ When the kept losses were already backpropagated, backward() has freed their
 saved activations and only the autograd graph itself is kept; the check then
 falls back to counting the graph's nodes (and says so).
 """
-from ptlint.verify.compare import allclose, fmt_bytes, growth_per_step, max_diff
+from ptlint.verify.compare import difference, fmt_bytes, growth_per_step
 
 COMPARED = "peak memory over N steps (N = 8, 16, 32); recorded losses"
 SWEEP = {"steps": (8, 16, 32)}
@@ -26,10 +26,9 @@ def _linear(points) -> bool:
 
 
 def compare(bad, fixed):
-    worst, _ = max_diff(bad.result["losses"], fixed.result["losses"])
-    losses = allclose(bad.result["losses"], fixed.result["losses"], rtol=1e-6, atol=1e-7)
-    loss_text = (f"losses equal (max |diff| {worst:.2g})" if losses
-                 else f"losses differ (max |diff| {worst:.3g})")
+    d = difference(bad.result["losses"], fixed.result["losses"])
+    losses = d.ok
+    loss_text = f"losses equal ({d.within()})" if losses else f"losses differ: {d.describe()}"
     bad_points, fixed_points = bad.sweep("steps"), fixed.sweep("steps")
     if len(bad_points) < 2 or len(fixed_points) < 2:  # main() takes no `steps`
         b, f = bad.memory[0], fixed.memory[0]

@@ -12,11 +12,11 @@ Keep reference() in step with the fixture: same seed, model, data and lr.
 import torch
 import torch.nn as nn
 
-from ptlint.verify.compare import max_diff
+from ptlint.verify.compare import difference
 
 COMPARED = "weights after 6 steps vs a hand-written SGD loop"
 CHANGES_RESULTS = True  # the fix corrects the training
-ATOL = 1e-5
+APART = 1e-2  # bad must differ from correct by more than this share of the weights
 
 
 def reference(device="cpu", lr=0.05):
@@ -45,10 +45,14 @@ def _grads(w, b, x, y):
 
 
 def compare(bad, fixed, reference):
-    correct, _ = max_diff(fixed.result["weight"], reference.result["weight"])
-    summed, _ = max_diff(bad.result["weight"], reference.result["accumulated"])
-    apart, _ = max_diff(bad.result["weight"], fixed.result["weight"])
-    passed = correct <= ATOL and summed <= ATOL and apart > 100 * ATOL
-    return passed, (f"fixed = hand-written SGD (max |diff| {correct:.2g}); bad = SGD on summed "
-                    f"gradients (max |diff| {summed:.2g}), {apart:.3g} away from correct "
-                    f"(tolerance {ATOL:g})")
+    correct = difference(fixed.result["weight"], reference.result["weight"])
+    summed = difference(bad.result["weight"], reference.result["accumulated"])
+    apart = difference(bad.result["weight"], fixed.result["weight"], rtol=APART, atol=0)
+    passed = correct.ok and summed.ok and not apart.ok
+    return passed, (
+        (f"fixed = hand-written SGD ({correct.within()})" if correct.ok
+         else f"fixed is not plain SGD: {correct.describe()}")
+        + "; " + (f"bad = SGD on summed gradients ({summed.within()})" if summed.ok
+                  else f"bad is not SGD on summed gradients: {summed.describe()}")
+        + f"; bad is {apart.diff:.3g} away from correct"
+        + ("" if not apart.ok else f", less than {APART:g} of the weights' largest value"))

@@ -8,18 +8,17 @@ gradients, so the parameters after N steps must equal the single-process ones.
 main() returns {"params": [parameter tensors]}; under torchrun it initialises
 the process group itself and takes its share of the batch by rank.
 """
-from ptlint.verify.compare import max_diff
+from ptlint.verify.compare import difference
 
 COMPARED = "parameters after 5 SGD steps: torchrun DDP (2 processes) vs 1 process, full batch"
 NPROC = 2  # the fixed version runs under torchrun
-ATOL = 1e-5
 
 
 def compare(bad, fixed):
-    worst, where = max_diff(bad.result["params"], fixed.result["params"])
-    if worst <= ATOL:
-        return True, f"parameters equal (max |diff| {worst:.2g} <= {ATOL:g})"
-    return False, f"parameters differ at params{where} (max |diff| {worst:.3g} > {ATOL:g})"
+    d = difference({"params": bad.result["params"]}, {"params": fixed.result["params"]})
+    if d.ok:
+        return True, f"parameters equal ({d.within()})"
+    return False, f"parameters differ: {d.describe()}"
 
 
 def note(device):

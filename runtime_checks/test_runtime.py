@@ -158,7 +158,8 @@ def test_results_that_differ_fail_the_default_check():
     bad = model.Version("bad", "bad.py", "cpu", result={"x": torch.arange(3.0)})
     fixed = model.Version("fixed", "fixed.py", "cpu", result={"x": torch.arange(3.0) + 1})
     passed, detail = model.Spec("PTL998").compare(bad, fixed, None)
-    assert not passed and detail == "results differ: x (max |diff| 1)"
+    assert not passed and detail == ("results differ: x[0]: |diff| 1 (0 vs 1); tolerance 0.0003 "
+                                     "= rtol 0.0001 x max |value| 3 + atol 1e-06")
     assert model.Spec("PTL998").compare(bad, bad, None)[0]
 
 
@@ -241,7 +242,7 @@ def test_max_diff_and_allclose():
     b = {"p": [torch.ones(2), torch.zeros(3) + 1e-3], "loss": 1.0}
     assert compare.max_diff(a, a) == (0.0, "")
     worst, where = compare.max_diff(a, b)
-    assert worst == pytest.approx(1e-3) and where == "p[1]"
+    assert worst == pytest.approx(1e-3) and where == "p[1][0]"
     assert compare.allclose(a, b, atol=1e-2) and not compare.allclose(a, b)
     assert compare.max_diff(a, {"p": [torch.ones(2)], "loss": 1.0})[0] == float("inf")
     assert compare.max_diff({"x": torch.ones(2)}, {"x": torch.ones(3)})[0] == float("inf")

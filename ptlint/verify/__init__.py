@@ -22,8 +22,9 @@ The package:
 
 - `model`: what a check sees (versions, their results, memory and timing) and
   a rule's `Spec`;
-- `compare`: the helpers checks use to compare results (`allclose`,
-  `max_diff`, `growth_per_step`, ...);
+- `compare`: comparing results at a tolerance scaled to each result's size
+  (`difference`, `allclose`), and the helpers checks use (`max_diff`,
+  `growth_per_step`, ...);
 - `checks`: finding the bad/fixed pairs and the rules' checks, and fixing a
   user's script;
 - `run`: running each version in its own process (fork server, fresh

@@ -1,14 +1,31 @@
-"""Helpers for checks: formatting, flattening and comparing results (torch is
-imported lazily, inside the functions that need it)."""
+"""Helpers for checks: formatting, walking and comparing results (torch is
+imported lazily, inside the functions that need it).
+
+Results are compared at a tolerance scaled to each result's own magnitude: a
+tensor (or number) `a` and its counterpart `b` agree when
+
+    max |a - b|  <=  rtol * max(|a|, |b|) + atol
+
+with both maxima taken over the whole tensor. Kernels, thread counts and
+processors round differently, by a few units in the last place of the largest
+values a computation went through; this allows for that. An element-wise
+relative test does not: values near zero (after a ReLU, or a subtraction that
+cancels, as BatchNorm's) carry the rounding error of the large values they came
+from. Integers, booleans and strings are compared exactly.
+"""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ptlint.verify.model import MemoryPoint, Version
 
-DEFAULT_RTOL, DEFAULT_ATOL = 1e-5, 1e-6
+# float32 rounds to about 1.2e-7 of a value; 1e-4 leaves room for the error a
+# few hundred operations gather, and is far below what a real change moves (a
+# training step, a bias, a skipped operation).
+DEFAULT_RTOL, DEFAULT_ATOL = 1e-4, 1e-6
 
 
 def fmt_bytes(n: float | None) -> str:
@@ -47,83 +64,169 @@ def leaves(tree: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix, tree)]
 
 
-def flat(tree: Any):
-    """All tensors and numbers of a result, flattened into one float64 vector."""
+@dataclass(frozen=True)
+class Difference:
+    """Where two results come closest to (or go furthest past) their tolerance."""
+
+    result: str  # the result's path in what main() returned: "train_output", "params[1]"
+    diff: float  # |a - b| at `index`; inf when the results cannot be compared
+    tolerance: float  # rtol * the result's largest |value| + atol (0: compared exactly)
+    scale: float = 0.0  # the result's largest |value|
+    index: tuple[int, ...] = ()  # the element, in a tensor
+    values: tuple[Any, Any] | None = None  # a and b there
+    reason: str = ""  # why they cannot be compared (structure, shape, nan on one side)
+    rtol: float = DEFAULT_RTOL
+    atol: float = DEFAULT_ATOL
+
+    @property
+    def ok(self) -> bool:
+        return self.diff <= self.tolerance
+
+    @property
+    def where(self) -> str:
+        return self.result + (f"[{', '.join(map(str, self.index))}]" if self.index else "")
+
+    def describe(self) -> str:
+        """`train_output[1, 3, 0, 2]: |diff| 4.87 (5.21 vs 0.339); tolerance 0.00027
+        = rtol 0.0001 x max |value| 2.7 + atol 1e-06`."""
+        name = self.where or "the result"
+        if self.reason:
+            return f"{name}: {self.reason}"
+        if self.tolerance == 0:
+            allowed = "compared exactly"
+        else:
+            allowed = (f"tolerance {self.tolerance:.2g} = rtol {self.rtol:g} x max |value| "
+                       f"{self.scale:.3g} + atol {self.atol:g}")
+        values = f" ({_fmt(self.values[0])} vs {_fmt(self.values[1])})" if self.values else ""
+        return f"{name}: |diff| {self.diff:.3g}{values}; {allowed}"
+
+
+    def within(self) -> str:
+        """For a passing comparison: `|diff| 3.8e-06 at x[0, 1], within its tolerance 0.00027`."""
+        if self.diff == 0:
+            return "identical"
+        return f"|diff| {self.diff:.2g} at {self.where}, within its tolerance {self.tolerance:.2g}"
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else repr(value)
+
+
+def difference(a: Any, b: Any, rtol: float = DEFAULT_RTOL,
+               atol: float = DEFAULT_ATOL) -> Difference:
+    """Compare two results leaf by leaf (see the module's docstring) and return
+    the leaf whose difference is largest relative to its tolerance."""
+    la, lb = leaves(a), leaves(b)
+    if [p for p, _ in la] != [p for p, _ in lb]:
+        return Difference("", math.inf, 0.0, reason="their keys or lengths differ")
+    worst: Difference | None = None
+    for (path, x), (_, y) in zip(la, lb):
+        d = _leaf_difference(path, x, y, rtol, atol)
+        if worst is None or _excess(d) > _excess(worst):
+            worst = d
+    return worst or Difference("", 0.0, 0.0)
+
+
+def _excess(d: Difference) -> float:
+    if d.diff == 0:
+        return 0.0
+    return d.diff / d.tolerance if d.tolerance > 0 else math.inf
+
+
+def _leaf_difference(path: str, x: Any, y: Any, rtol: float, atol: float) -> Difference:
     import torch
 
-    parts = []
-    for _, leaf in leaves(tree):
-        if isinstance(leaf, torch.Tensor):
-            parts.append(leaf.detach().reshape(-1).to(torch.float64))
-        elif isinstance(leaf, (int, float)) and not isinstance(leaf, bool):
-            parts.append(torch.tensor([float(leaf)], dtype=torch.float64))
-    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
+    if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+        if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
+            return Difference(path, math.inf, 0.0, reason="a tensor on one side only")
+        return _tensor_difference(path, x.detach().cpu(), y.detach().cpu(), rtol, atol)
+    numbers = (int, float)
+    if isinstance(x, numbers) and isinstance(y, numbers) and not isinstance(x, bool) and \
+            not isinstance(y, bool) and (isinstance(x, float) or isinstance(y, float)):
+        x, y = float(x), float(y)
+        if x == y or (math.isnan(x) and math.isnan(y)):
+            return Difference(path, 0.0, 0.0, values=(x, y))
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return Difference(path, math.inf, 0.0, values=(x, y),
+                              reason=f"{_fmt(x)} vs {_fmt(y)}")
+        scale = max(abs(x), abs(y))
+        return Difference(path, abs(x - y), rtol * scale + atol, scale, (), (x, y), "", rtol, atol)
+    if x == y and type(x) is type(y):
+        return Difference(path, 0.0, 0.0)
+    return Difference(path, math.inf, 0.0, reason=f"{_fmt(x)} vs {_fmt(y)}")
+
+
+def _tensor_difference(path: str, x: Any, y: Any, rtol: float, atol: float) -> Difference:
+    import torch
+
+    if x.shape != y.shape:
+        return Difference(path, math.inf, 0.0,
+                          reason=f"shapes {tuple(x.shape)} and {tuple(y.shape)}")
+    if x.numel() == 0:
+        return Difference(path, 0.0, 0.0)
+    exact = not (x.is_floating_point() or x.is_complex() or y.is_floating_point()
+                 or y.is_complex())
+    wide = torch.complex128 if x.is_complex() or y.is_complex() else torch.float64
+    x, y = x.to(wide), y.to(wide)
+    finite = torch.isfinite(x) & torch.isfinite(y)
+    same = (x == y) | (torch.isnan(x) & torch.isnan(y))  # inf == inf, nan ~ nan
+    odd = ~(finite | same)
+    if bool(odd.any()):
+        index = _unravel(int(odd.reshape(-1).nonzero()[0]), x.shape)
+        return Difference(path, math.inf, 0.0, index=index,
+                          values=(_item(x, index), _item(y, index)),
+                          reason=f"inf or nan on one side only at [{', '.join(map(str, index))}]"
+                                 f" ({_fmt(_item(x, index))} vs {_fmt(_item(y, index))})")
+    zero = torch.zeros((), dtype=torch.float64)
+    gap = torch.where(finite, (x - y).abs(), zero)
+    scale = max(float(torch.where(finite, x.abs(), zero).max()),
+                float(torch.where(finite, y.abs(), zero).max()))
+    flat_index = int(gap.reshape(-1).argmax())
+    index = _unravel(flat_index, x.shape)
+    diff = float(gap.reshape(-1)[flat_index])
+    tolerance = 0.0 if exact else rtol * scale + atol
+    return Difference(path, diff, tolerance, scale, index, (_item(x, index), _item(y, index)),
+                      "", rtol, atol)
+
+
+def _unravel(flat_index: int, shape: Any) -> tuple[int, ...]:
+    index = []
+    for size in reversed(tuple(shape)):
+        index.append(flat_index % size)
+        flat_index //= size
+    return tuple(reversed(index))
+
+
+def _item(t: Any, index: tuple[int, ...]) -> Any:
+    return t[index].item() if index else t.item()
+
+
+def allclose(a: Any, b: Any, rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL) -> bool:
+    """Every result of `a` equals its counterpart in `b` within its tolerance."""
+    return difference(a, b, rtol, atol).ok
 
 
 def max_diff(a: Any, b: Any) -> tuple[float, str]:
     """The largest absolute difference between two results, and where it is.
     `inf` when their structure, shapes or non-numeric values differ."""
-    import torch
-
+    worst, where = 0.0, ""
     la, lb = leaves(a), leaves(b)
     if [p for p, _ in la] != [p for p, _ in lb]:
         return math.inf, "their keys or lengths differ"
-    worst, where = 0.0, ""
     for (path, x), (_, y) in zip(la, lb):
-        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
-            if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
-                return math.inf, f"{path}: a tensor on one side only"
-            if x.shape != y.shape:
-                return math.inf, f"{path}: shapes {tuple(x.shape)} and {tuple(y.shape)}"
-            if x.numel() == 0:
-                continue
-            x, y = x.detach().to(torch.float64), y.detach().to(torch.float64)
-            finite = torch.isfinite(x) & torch.isfinite(y)
-            same = (x == y) | (torch.isnan(x) & torch.isnan(y))  # inf == inf, nan ~ nan
-            if not bool((finite | same).all()):
-                return math.inf, f"{path}: inf or nan on one side only"
-            d = (x[finite] - y[finite]).abs().max().item() if bool(finite.any()) else 0.0
-        elif isinstance(x, (int, float)) and isinstance(y, (int, float)):
-            d = 0.0 if float(x) == float(y) or (x != x and y != y) else abs(float(x) - float(y))
-        else:
-            d = 0.0 if x == y else math.inf
-        if d != d:  # NaN
-            d = math.inf
-        if d > worst:
-            worst, where = d, path
+        d = _leaf_difference(path, x, y, 0.0, 0.0)
+        if d.diff > worst:
+            worst, where = d.diff, d.where
     return worst, where
-
-
-def allclose(a: Any, b: Any, rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL) -> bool:
-    import torch
-
-    la, lb = leaves(a), leaves(b)
-    if [p for p, _ in la] != [p for p, _ in lb]:
-        return False
-    for (_, x), (_, y) in zip(la, lb):
-        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or not torch.allclose(
-                x.detach().to(torch.float64), y.detach().to(torch.float64), rtol=rtol, atol=atol,
-                equal_nan=True,
-            ):
-                return False
-        elif isinstance(x, (int, float)) and isinstance(y, (int, float)):
-            both_nan = math.isnan(float(x)) and math.isnan(float(y))
-            if not both_nan and not math.isclose(float(x), float(y), rel_tol=rtol, abs_tol=atol):
-                return False
-        elif isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor) or x != y:
-            return False
-    return True
 
 
 def compare_equal(bad: Version, fixed: Version, rtol: float = DEFAULT_RTOL,
                   atol: float = DEFAULT_ATOL) -> tuple[bool, str]:
     """The default check: the fix keeps what main() returns."""
-    if allclose(bad.result, fixed.result, rtol, atol):
-        worst, _ = max_diff(bad.result, fixed.result)
-        return True, f"results equal (max |diff| {worst:.2g}, rtol {rtol:g}, atol {atol:g})"
-    worst, where = max_diff(bad.result, fixed.result)
-    return False, f"results differ: {where} (max |diff| {worst:.3g})"
+    d = difference(bad.result, fixed.result, rtol, atol)
+    if d.ok:
+        return True, f"results equal ({d.within()})"
+    return False, f"results differ: {d.describe()}"
 
 
 def compare_changes(bad: Version, fixed: Version, changes: dict[str, str],
@@ -141,11 +244,11 @@ def compare_changes(bad: Version, fixed: Version, changes: dict[str, str],
     if same:
         return False, f"the documented change did not happen: {', '.join(same)} equal"
     kept = {k: v for k, v in bad.result.items() if k not in changes}
-    if not allclose(kept, {k: fixed.result[k] for k in kept}, rtol, atol):
-        _, where = max_diff(kept, {k: fixed.result[k] for k in kept})
-        return False, f"an unrelated result changed: {where}"
+    d = difference(kept, {k: fixed.result[k] for k in kept}, rtol, atol)
+    if not d.ok:
+        return False, f"an unrelated result changed: {d.describe()}"
     detail = "; ".join(f"{k} differs: {why}" for k, why in changes.items())
-    return True, detail + (f"; {', '.join(sorted(kept))} equal" if kept else "")
+    return True, detail + (f"; {', '.join(sorted(kept))} equal ({d.within()})" if kept else "")
 
 
 def growth_per_step(points: list[tuple[Any, MemoryPoint]], attr: str = "retained") -> float | None:

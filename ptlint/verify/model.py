@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ptlint.verify.compare import compare_changes, compare_equal
+from ptlint.verify.compare import DEFAULT_ATOL, DEFAULT_RTOL, compare_changes, compare_equal
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -74,6 +74,9 @@ class Spec:
       CHANGES: {"key": "why"} the results the fix changes on purpose (an unsafe fix that
                              corrects a bug): each must differ, every other result must
                              stay equal
+      RTOL, ATOL: float      the tolerance of the default and CHANGES comparisons, scaled
+                             to each result's magnitude (default 1e-4 and 1e-6; see
+                             `ptlint.verify.compare`)
       CHANGES_RESULTS: bool  for `ptlint verify script.py`: the fix may change what
                              main() returns (it corrects a bug), so differing results
                              do not fail the check
@@ -115,10 +118,11 @@ class Spec:
 
     def compare(self, bad: Version, fixed: Version, reference: Version | None) -> tuple[bool, str]:
         compare = self.get("compare")
+        tolerance = self.get("RTOL", DEFAULT_RTOL), self.get("ATOL", DEFAULT_ATOL)
         if compare is None and self.get("CHANGES"):
-            return compare_changes(bad, fixed, self.get("CHANGES"))
+            return compare_changes(bad, fixed, self.get("CHANGES"), *tolerance)
         if compare is None:
-            return compare_equal(bad, fixed)
+            return compare_equal(bad, fixed, *tolerance)
         if self.has_reference:
             return compare(bad, fixed, reference)
         return compare(bad, fixed)
