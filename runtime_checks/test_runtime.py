@@ -123,9 +123,11 @@ def test_a_wrong_fix_fails_the_check(tmp_path):
     assert proc.returncode == 1, proc.stderr
     out = " ".join(proc.stdout.split())
     assert "0 passed, 2 failed" in out
-    assert "PTL004 zero-grad-before-step FAILED: bad weights unchanged in every loop" in out
+    assert ("PTL004 zero-grad-before-step: FAILED on cpu compared weight change in 3 training "
+            "loops, and the loss found bad weights unchanged in every loop") in out
     assert "fixed weights moved by 0, 0, 0" in out
-    assert "PTL999 crashes FAILED: fixed failed: RuntimeError: boom" in out
+    assert "PTL999 crashes: FAILED on cpu" in out
+    assert "found fixed failed: RuntimeError: boom" in out
     assert "Traceback" in proc.stdout
 
 

@@ -1,67 +1,88 @@
-"""`ptlint verify`'s output: the table for people, JSON for tools."""
+"""`ptlint verify`'s output: a table and one block per rule for people (it fits
+the terminal, 80 columns included), JSON for tools."""
 from __future__ import annotations
 
 import json
-import sys
+import shutil
+import textwrap
 from dataclasses import asdict
 
 from ptlint.verify.compare import fmt_bytes, fmt_seconds
 from ptlint.verify.model import NOISY, Row, Version
 
+LABEL = 12  # width of the labels of a rule's block ("  compared  ")
+
 
 def _time_cell(v: Version) -> str:
     if v.error:
         return "error"
-    if v.timing is None:
-        return "-"
-    return f"{fmt_seconds(v.timing.median)} ±{fmt_seconds(v.timing.iqr / 2)}"
+    return "-" if v.timing is None else fmt_seconds(v.timing.median)
+
+
+def _peak_cell(v: Version) -> str:
+    return "error" if v.error else fmt_bytes(v.peak)
+
+
+def _ratio_cell(row: Row) -> str:
+    ratio = row.ratio
+    return "-" if ratio is None else f"{ratio:.2f}x" + ("?" if row.noisy else "")
+
+
+def _wrap(label: str, text: str, width: int) -> list[str]:
+    """`  label   text`, the text wrapped under itself."""
+    head = f"  {label:<{LABEL - 2}}"
+    return textwrap.wrap(text, width=max(width, LABEL + 20), initial_indent=head,
+                         subsequent_indent=" " * LABEL, break_on_hyphens=False) or [head]
+
+
+def _block(row: Row, width: int) -> list[str]:
+    status = "passed" if row.passed else "FAILED"
+    lines = [f"{row.check.code} {row.check.name}: {status} on {row.device}"]
+    lines += _wrap("compared", row.check.spec.compared, width)
+    lines += _wrap("found", row.detail, width)
+    if row.note:
+        lines += _wrap("note", row.note.removeprefix(f"{row.check.code}: "), width)
+    for v in (row.bad, row.fixed, row.reference):
+        if v is not None and v.error:
+            lines.append(f"  {v.label} ({v.path}):")
+            lines += ["    " + line for line in v.error.rstrip().splitlines()]
+    return lines
 
 
 def render_table(rows: list[Row], header: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(soft_wrap=False, highlight=False,
-                      width=None if sys.stdout.isatty() else 150)
-    table = Table(title=header, header_style="bold", title_justify="left")
-    for column, kw in (("rule", {"no_wrap": True}), ("device", {"no_wrap": True}),
-                       ("check", {"no_wrap": True}), ("what was compared", {"ratio": 1}),
-                       ("bad time", {"justify": "right", "no_wrap": True}),
-                       ("fixed time", {"justify": "right", "no_wrap": True}),
-                       ("ratio", {"justify": "right", "no_wrap": True}),
-                       ("bad peak", {"justify": "right", "no_wrap": True}),
-                       ("fixed peak", {"justify": "right", "no_wrap": True})):
-        table.add_column(column, overflow="fold", **kw)
+    width = shutil.get_terminal_size().columns  # $COLUMNS, the terminal, else 80
+    console = Console(width=width, soft_wrap=False, highlight=False)
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("rule", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    for column in ("bad time", "fixed time", "ratio", "bad peak", "fixed peak"):
+        table.add_column(column, justify="right", no_wrap=True)
     for row in rows:
-        ratio = row.ratio
-        device = row.device if row.fixed.nproc == 1 else f"{row.device}, fixed x{row.fixed.nproc}"
-        table.add_row(
-            row.check.code, device,
-            "[green]passed[/]" if row.passed else "[bold red]FAILED[/]",
-            row.check.spec.compared,
-            _time_cell(row.bad), _time_cell(row.fixed),
-            "-" if ratio is None else f"{ratio:.2f}x" + ("?" if row.noisy else ""),
-            "error" if row.bad.error else fmt_bytes(row.bad.peak),
-            "error" if row.fixed.error else fmt_bytes(row.fixed.peak),
-        )
+        table.add_row(row.check.code, "[green]passed[/]" if row.passed else "[bold red]FAILED[/]",
+                      _time_cell(row.bad), _time_cell(row.fixed), _ratio_cell(row),
+                      _peak_cell(row.bad), _peak_cell(row.fixed))
+    for line in textwrap.wrap(header, width):
+        console.print(line, markup=False)
+    console.print()
     console.print(table)
     for row in rows:
-        status = "passed" if row.passed else "FAILED"
-        console.print(f"{row.check.code} {row.check.name} {status}: {row.detail}", markup=False)
-        if row.note:
-            console.print(f"  note: {row.note}", markup=False)
-        for v in (row.bad, row.fixed, row.reference):
-            if v is not None and v.error:
-                console.print(f"  {v.label} ({v.path}):\n{v.error}", markup=False)
+        console.print()
+        for line in _block(row, width):
+            console.print(line, markup=False, overflow="ignore", crop=False)
     failed = sum(not r.passed for r in rows)
-    console.print(f"{len(rows) - failed} passed, {failed} failed. Time: median ± half the "
-                  "interquartile range of main() calls; ratio: bad time / fixed time (above 1: "
-                  "the fix is faster); peak: memory use above the start of the call (CPU: "
-                  "resident set, CUDA: allocator).", markup=False)
+    legend = (f"{len(rows) - failed} passed, {failed} failed. Time: median of the calls of "
+              "main(); ratio: bad time / fixed time (above 1: the fix is faster); peak: memory "
+              "use above the start of the call (CPU: resident set, CUDA: allocator).")
     if any(r.noisy for r in rows):
-        console.print(f"?: noisy timing (interquartile range above {NOISY:.0%} of the median):"
-                      " the machine is busy; trust the ratio less, or rerun with a larger "
-                      "--min-time.", markup=False)
+        legend += (f" ?: noisy timing (interquartile range above {NOISY:.0%} of the median): "
+                   "the machine is busy; trust the ratio less, or rerun with a larger "
+                   "--min-time.")
+    console.print()
+    for line in textwrap.wrap(legend, width):
+        console.print(line, markup=False)
 
 
 def _version_json(v: Version | None) -> dict | None:
