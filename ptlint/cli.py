@@ -250,7 +250,7 @@ def cmd_rules(fmt: str) -> int:
     if fmt == "json":
         print(json.dumps([{
             "code": r.code, "name": r.name, "message": r.description(), "fix": fix_label(r),
-            "default": r.default_enabled, "summary": r.summary(), "url": r.url(),
+            "default": r.default_enabled, "summary": r.summary(), "url": None,
         } for r in rules], indent=2))
         return 0
     from rich.console import Console

@@ -49,7 +49,6 @@ class Finding:
     span: Span
     fix: Fix | None = None
     cell: int | None = None  # notebooks: index into the notebook's `cells` (see `cell_label`)
-    url: str | None = None
 
     @property
     def sort_key(self) -> tuple:

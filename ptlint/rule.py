@@ -19,9 +19,6 @@ if TYPE_CHECKING:
     from ptlint.analysis.names import NameResolver
     from ptlint.analysis.semantic import SemanticModel
 
-DOCS_URL = "https://github.com/ptlint/ptlint/blob/main/docs/rules.md#{code}"
-
-
 @dataclass
 class Report:
     """What a rule said about one node; the engine turns it into a `Finding`."""
@@ -135,10 +132,6 @@ class Rule(Visitor):
     @classmethod
     def documentation(cls) -> str:
         return inspect.cleandoc(cls.__doc__ or "")
-
-    @classmethod
-    def url(cls) -> str:
-        return DOCS_URL.format(code=cls.code.lower())
 
     @classmethod
     def doc_section(cls, heading: str) -> str | None:

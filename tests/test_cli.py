@@ -197,7 +197,7 @@ def test_json_format(cli, project):
     assert item["code"] == "PTL102" and item["name"] == "data-parallel"
     assert item["path"] == "src/train.py"
     assert (item["line"], item["column"], item["end_line"], item["end_column"]) == (5, 13, 5, 35)
-    assert item["url"].endswith("#ptl102")
+    assert item["url"] is None  # as ruff, for a rule without a documentation page online
     fix = item["fix"]
     assert fix["applicability"] == "unsafe" and fix["message"].startswith("Wrap in")
     [edit] = fix["edits"]
@@ -226,6 +226,9 @@ def test_sarif_has_what_github_code_scanning_needs(cli, project):
     assert set(registry()) <= set(rule_ids)
     for rule in driver["rules"]:
         assert rule["shortDescription"]["text"]
+        assert rule["help"]["text"]  # the rule's whole documentation: no page to link to
+        assert "helpUri" not in rule
+    assert "informationUri" not in driver
     [result] = run["results"]
     assert result["ruleId"] == "PTL102"
     assert driver["rules"][result["ruleIndex"]]["id"] == "PTL102"
@@ -250,6 +253,26 @@ def test_gitlab_fingerprint_ignores_line_numbers(cli, project):
     assert first[0]["fingerprint"] == second[0]["fingerprint"]
     assert first[0]["location"]["lines"]["begin"] + 2 == second[0]["location"]["lines"]["begin"]
     assert first[0]["check_name"] == "PTL102"
+
+
+def test_nothing_emitted_points_at_a_page_that_does_not_exist(cli):
+    """No project website or repository is published: no output format, nor
+    `ptlint rules`, links to one. The only links are the SARIF schema and the
+    references the rules' documentation cites."""
+    from ptlint.rule import registry
+
+    cited = {url for rule in registry().values()
+             for url in re.findall(r"https?://[^\s)\"]+", rule.documentation())}
+    allowed = cited | {"https://json.schemastore.org/sarif-2.1.0.json"}
+    outputs = [cli("fixtures/", "--no-cache", "--exit-zero", "--output-format", fmt, cwd=ROOT)
+               for fmt in ("full", "concise", "json", "sarif", "github", "gitlab")]
+    outputs += [cli("rules"), cli("rules", "--output-format", "json"), cli("rule", "PTL001")]
+    for out in outputs:
+        assert out.returncode == 0, out.stderr
+        links = set(re.findall(r"https?://[^\s)\"]+", out.stdout + out.stderr))
+        assert links <= allowed, (out.args, links - allowed)
+    assert all(item["url"] is None for item in json.loads(outputs[2].stdout))
+    assert all(item["url"] is None for item in json.loads(outputs[7].stdout))
 
 
 def test_rules_and_rule(cli):

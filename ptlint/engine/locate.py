@@ -248,7 +248,6 @@ def build_findings(
                 message=report.message,
                 span=where,
                 fix=fix,
-                url=report.rule.url(),
             )
         )
     return findings

@@ -37,7 +37,7 @@ def as_dict(f: Finding) -> dict[str, Any]:
         "end_location": _loc(f.span.end),
         "noqa_row": f.span.start.line,
         "fix": fix,
-        "url": f.url,
+        "url": None,  # ruff's field: no rule has a documentation page online
     }
     if f.cell is not None:  # the cell's number, as in `nb.ipynb:cell 3:2:5` (ruff's field)
         out["cell"] = cell_number(f.cell)

@@ -5,6 +5,8 @@ repository root, as GitHub code scanning resolves them); other files are
 absolute `file:` URIs. Columns count Unicode code points. A notebook finding
 points at the lines of the `.ipynb` file that hold it; its cell, line and
 column are in the message. Errors of the run are tool execution notifications.
+Each rule carries its whole documentation as `help`: there is no page to point
+`helpUri` at.
 """
 from __future__ import annotations
 
@@ -32,7 +34,6 @@ def _rule(rule: Any) -> dict[str, Any]:
         "shortDescription": {"text": rule.description().replace("`", "")},
         "fullDescription": {"text": rule.summary().replace("`", "")},
         "help": {"text": rule.documentation(), "markdown": rule.documentation()},
-        "helpUri": rule.url(),
         "defaultConfiguration": {"level": level(rule.code)},
         "properties": properties,
     }
@@ -81,6 +82,8 @@ def render(findings: list[Finding], sources: Mapping[str, str], errors: Sequence
     driver_rules.append({
         "id": "PTL000", "name": "syntax-error",
         "shortDescription": {"text": "The file could not be parsed"},
+        "help": {"text": "The file is not valid Python (or not valid in its declared encoding) "
+                         "at the position given; no other rule could run on it."},
         "defaultConfiguration": {"level": level("PTL000")},
     })
     index["PTL000"] = len(driver_rules) - 1
@@ -92,7 +95,6 @@ def render(findings: list[Finding], sources: Mapping[str, str], errors: Sequence
             "tool": {"driver": {
                 "name": "ptlint",
                 "version": __version__,
-                "informationUri": "https://github.com/ptlint/ptlint",
                 "rules": driver_rules,
             }},
             "invocations": [{
