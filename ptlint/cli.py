@@ -253,18 +253,37 @@ def cmd_rules(fmt: str) -> int:
             "default": r.default_enabled, "summary": r.summary(), "url": None,
         } for r in rules], indent=2))
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    import shutil
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("code", "name", "fix", "default"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("finds", overflow="fold")
-    for r in rules:
-        table.add_row(r.code, r.name, fix_label(r), "on" if r.default_enabled else "off",
-                      r.description().replace("`", ""))
-    Console(soft_wrap=False, highlight=False).print(table)
+    rows = [(r.code, r.name, fix_label(r), "on" if r.default_enabled else "off",
+             r.description().replace("`", "")) for r in rules]
+    print("\n".join(_rules_table(rows, shutil.get_terminal_size().columns)))
     return 0
+
+
+def _rules_table(rows: list[tuple[str, ...]], width: int) -> list[str]:
+    """Code, name, fix and default in columns, then what the rule finds: wrapped in
+    a last column where that has room, else on the lines below (80 columns)."""
+    import textwrap
+
+    header = ("code", "name", "fix", "default")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
+    column = sum(widths) + 2 * len(widths)  # where a last column would start
+    inline = width - column >= 40
+    indent = column if inline else 8
+
+    def left(cells) -> str:
+        return "  ".join(cell.ljust(w) for cell, w in zip(cells, widths))
+
+    lines = [left(header) + "  finds" if inline else left(header).rstrip()]
+    for *cells, finds in rows:
+        wrapped = textwrap.wrap(finds, width - indent, break_on_hyphens=False)
+        if inline:
+            lines.append(left(cells) + "  " + wrapped.pop(0))
+        else:
+            lines.append(left(cells).rstrip())
+        lines += [" " * indent + text for text in wrapped]
+    return lines
 
 
 def cmd_clean(args: argparse.Namespace) -> int:

@@ -275,6 +275,26 @@ def test_nothing_emitted_points_at_a_page_that_does_not_exist(cli):
     assert all(item["url"] is None for item in json.loads(outputs[7].stdout))
 
 
+@pytest.mark.parametrize("columns", [80, 200])
+def test_rules_fit_the_terminal(cli, columns):
+    """Every rule's code, name, fix, default and description, whole, in lines no
+    wider than the terminal."""
+    from ptlint.docs import fix_label
+    from ptlint.rule import registry
+
+    out = cli("rules", env={**os.environ, "COLUMNS": str(columns)})
+    assert out.returncode == 0
+    lines = out.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    assert lines[0].split() == ["code", "name", "fix", "default"] + (["finds"] if columns > 100
+                                                                      else [])
+    text = " ".join(out.stdout.split())
+    for rule in registry().values():
+        default = "on" if rule.default_enabled else "off"
+        assert f"{rule.code} {rule.name} {fix_label(rule)} {default} " in text + " "
+        assert " ".join(rule.description().replace("`", "").split()) in text
+
+
 def test_rules_and_rule(cli):
     rules = cli("rules")
     assert rules.returncode == 0 and "PTL102" in rules.stdout and "data-parallel" in rules.stdout
