@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
+import venv
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -47,3 +51,46 @@ def run_cli(*args: str, cwd: Path | None = None, stdin: str | bytes | None = Non
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@dataclass
+class Machine:
+    """A new user's machine: a fresh virtualenv and a clone of ptlint."""
+
+    work: Path  # the folder the user works in; holds the clone
+    clone: Path  # work/ptlint
+    commit: str  # the clone's HEAD
+    venv: Path
+    env: dict[str, str]  # the virtualenv first on PATH; torch pinned as `make` pins it
+
+    def run(self, command: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+        """`command` in bash, as typed in a shell with the virtualenv active."""
+        return subprocess.run(["bash", "-c", command], cwd=cwd, env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def user_machine(tmp_path_factory) -> Machine:
+    """A fresh virtualenv (pip and nothing else) and a git clone of this checkout's
+    files as they are now. Shared by the README and packaging tests, because
+    installing torch into a virtualenv takes minutes."""
+    work = tmp_path_factory.mktemp("user")
+    clone = work / "ptlint"
+    listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
+    git_env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "clone"]):
+        subprocess.run(["git", *args], cwd=clone, env=git_env, check=True, capture_output=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    venv_dir = work / "venv"
+    venv.create(venv_dir, with_pip=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(VIRTUAL_ENV=str(venv_dir), PATH=f"{venv_dir / 'bin'}{os.pathsep}{env['PATH']}",
+               PIP_CONSTRAINT=str(ROOT / "constraints.txt"), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    return Machine(work, clone, commit, venv_dir, env)

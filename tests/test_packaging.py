@@ -1,6 +1,8 @@
-"""The package as users get it: a wheel in a fresh virtualenv, and the pre-commit hooks."""
+"""The package as users get it: a wheel in a fresh virtualenv, `ptlint verify`
+from it, and the pre-commit hooks."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +23,71 @@ def _run(*cmd, cwd=None, env=None, check=True) -> subprocess.CompletedProcess:
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
+
+
+DATA = "ptlint/verify/data/"
+
+
+def _shipped(wheel: Path) -> set[str]:
+    import zipfile
+
+    return {n.removeprefix(DATA) for n in zipfile.ZipFile(wheel).namelist() if n.startswith(DATA)}
+
+
+def test_wheel_ships_what_verify_runs_and_nothing_more(tmp_path):
+    """The runnable pairs and the rules' runtime checks, in the checkout's layout;
+    no near-miss fixtures, no tests, no pair that does not run. The same from a
+    source distribution."""
+    from ptlint.verify.checks import rule_pairs, shipped_files
+
+    dist = tmp_path / "dist"
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, ROOT)
+    [wheel] = dist.glob("ptlint-*.whl")
+    shipped = _shipped(wheel)
+    assert shipped == {f.as_posix() for f in shipped_files(ROOT)}
+    pairs = rule_pairs(ROOT)
+    assert {"fixtures/PTL122_conv_bias_before_batchnorm/bad.py", "runtime_checks/ptl003.py",
+            "runtime_checks/programs/PTL001_loss_kept_with_graph/fixed.py"} <= shipped
+    assert not any(n.endswith(("good.py", "test_runtime.py", ".md")) for n in shipped)
+    assert "fixtures/PTL201_removed_api/bad.py" not in shipped and "PTL201" not in pairs
+    assert "fixtures/PTL001_loss_kept_with_graph/bad.py" not in shipped  # the program wins
+    assert {name.split("/")[-2] for name in shipped if name.endswith("bad.py")} == \
+        {folder.name for _, folder in pairs.values()}
+    assert wheel.stat().st_size < 500_000
+    _run(sys.executable, "-m", "build", "--sdist", "-o", dist, ROOT)
+    [sdist] = dist.glob("ptlint-*.tar.gz")
+    from_sdist = tmp_path / "from-sdist"
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", from_sdist, sdist)
+    [wheel2] = from_sdist.glob("ptlint-*.whl")
+    assert _shipped(wheel2) == shipped
+
+
+def test_verify_runs_from_the_installed_wheel_in_any_folder(user_machine, tmp_path):
+    """`pip install ".[runtime]"` (torch pinned by the constraints file) in a fresh
+    virtualenv; then `ptlint verify` and `ptlint verify PTL001` in a folder that
+    has nothing to do with the checkout."""
+    from ptlint.verify.checks import rule_pairs
+
+    m = user_machine
+    install = m.run(f'pip install -q -c {ROOT / "constraints.txt"} ".[runtime]"', cwd=m.clone)
+    assert install.returncode == 0, install.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    package = m.run("python -c 'import ptlint, os; print(os.path.dirname(ptlint.__file__))'",
+                    elsewhere).stdout.strip()
+    assert package.startswith(str(m.venv)) and "site-packages" in package
+    every = m.run("ptlint verify --no-timing -j 2 --output-format json", elsewhere)
+    assert every.returncode == 0, every.stdout[-3000:] + every.stderr
+    checks = json.loads(every.stdout)["checks"]
+    assert {c["rule"] for c in checks} == set(rule_pairs(ROOT))
+    assert all(c["passed"] for c in checks)
+    data = os.path.join(package, "verify", "data") + os.sep
+    assert all(c["bad"]["path"].startswith(data) for c in checks)
+    one = m.run("ptlint verify PTL001", elsewhere)
+    assert one.returncode == 0, one.stdout + one.stderr
+    assert "PTL001 loss-kept-with-graph: passed on cpu" in one.stdout
+    assert "1 passed, 0 failed" in one.stdout
+    assert not any(elsewhere.iterdir()), "verify leaves nothing in the folder it runs in"
 
 
 def test_wheel_installs_and_lints(tmp_path):

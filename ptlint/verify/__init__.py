@@ -11,9 +11,11 @@ results, again to measure memory (and for each value of a swept keyword), and
 times it with `torch.utils.benchmark.Timer`. The parent then hands both results
 to the rule's check.
 
-Where the checks live: `runtime_checks/ptlNNN.py` in a source checkout, one
-module per rule (see `Spec`). A rule with runnable fixtures but no such module
-gets the default check: both versions return equal results.
+Where the pairs and checks live: `fixtures/` and `runtime_checks/ptlNNN.py` (one
+module per rule, see `Spec`) in a source checkout; an installed ptlint carries a
+copy of the runnable pairs and the checks in `ptlint/verify/data/` (setup.py puts
+them there). A rule with runnable fixtures but no such module gets the default
+check: both versions return equal results, up to rounding (see `compare`).
 
 Torch is imported only inside functions of this module and in the worker
 subprocesses, never by the linter core.

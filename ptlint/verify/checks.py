@@ -11,6 +11,7 @@ from ptlint.verify.model import Check, Spec, Version
 
 CODE = re.compile(r"^PTL\d{3}$", re.I)
 ROOT = Path(__file__).resolve().parent.parent.parent  # the source checkout, if this is one
+DATA = Path(__file__).resolve().parent / "data"  # an installed ptlint: what its wheel ships
 
 
 def defines_main(path: Path) -> bool:
@@ -25,10 +26,12 @@ def defines_main(path: Path) -> bool:
 
 
 def find_root(start: Path | None = None) -> Path | None:
-    """The source checkout: the nearest folder (from cwd up, then the package's
-    parent) holding both `fixtures/` and `runtime_checks/`."""
+    """Where the pairs and checks are: the nearest folder holding both `fixtures/`
+    and `runtime_checks/`, from the current folder up; else the copy an installed
+    ptlint ships (`ptlint/verify/data/`, see `shipped_files`); else the source
+    checkout this package was imported from."""
     here = (start or Path.cwd()).resolve()
-    for folder in [here, *here.parents, ROOT]:
+    for folder in [here, *here.parents, DATA, ROOT]:
         if (folder / "fixtures").is_dir() and (folder / "runtime_checks").is_dir():
             return folder
     return None
@@ -67,6 +70,19 @@ def rule_pairs(root: Path) -> dict[str, tuple[str, Path]]:
     return dict(sorted(pairs.items()))
 
 
+def shipped_files(root: Path) -> list[Path]:
+    """What a wheel ships for `ptlint verify`, relative to the checkout `root`: each
+    runnable pair's bad.py and fixed.py, and the rules' runtime checks. setup.py
+    copies them into the wheel's `ptlint/verify/data/`, keeping this layout."""
+    files = []
+    for code, (_, folder) in rule_pairs(root).items():
+        files += [folder / "bad.py", folder / "fixed.py"]
+        check = root / "runtime_checks" / f"{code.lower()}.py"
+        if check.is_file():
+            files.append(check)
+    return [f.relative_to(root) for f in files]
+
+
 def _runnable(folder: Path) -> bool:
     return all((folder / n).is_file() and defines_main(folder / n) for n in ("bad.py", "fixed.py"))
 
@@ -84,8 +100,9 @@ def _display(path: Path, root: Path | None) -> str:
 
 def checks_for_rules(root: Path | None, codes: list[str]) -> list[Check]:
     if root is None:
-        raise UsageError("no fixtures found: run `ptlint verify` inside a ptlint source "
-                         "checkout, or pass a script that defines main(device)")
+        raise UsageError("no bad/fixed pairs found: this ptlint was installed without "
+                         "them; run `ptlint verify` in a ptlint source checkout, pass --root, "
+                         "or pass a script that defines main(device)")
     pairs = rule_pairs(root)
     wanted = codes or list(pairs)
     checks = []

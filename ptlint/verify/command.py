@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "imported each time) instead of forking it from a server that "
                              "imported torch once")
     parser.add_argument("--root", type=Path, help="the ptlint checkout holding fixtures/ "
-                        "and runtime_checks/ (default: found from the current folder)")
+                        "and runtime_checks/ (default: found from the current folder up, "
+                        "else the pairs this ptlint was installed with)")
 
 
 def _error(message: str) -> int:
