@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# what `make demo` passes to `ptlint verify`
+VERIFY ?= --device auto
 
 .PHONY: demo test install docs clean
 
@@ -15,11 +17,7 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 install: $(STAMP)
 
 demo: $(STAMP)
-	@echo "== ptlint on the bundled fixtures (findings expected: they are the rules' bad examples)"
-	-$(BIN)/ptlint check fixtures/ --no-cache --statistics
-	-$(BIN)/ptlint check fixtures/PTL001_loss_kept_with_graph/bad.py --no-cache
-	@echo "== runtime companion: each rule's bad vs fixed program (check, time, peak memory)"
-	$(BIN)/ptlint verify --device auto
+	$(BIN)/python scripts/demo.py $(VERIFY)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
