@@ -60,6 +60,20 @@ def test_every_check_passes_on_cpu(cpu_run):
     assert cpu_run.returncode == 0, cpu_run.stderr
 
 
+def test_every_check_passes_with_generic_kernels_on_two_threads():
+    """Another processor, as far as one machine can show it: ATen's generic kernels
+    (ATEN_CPU_CAPABILITY=default) instead of this processor's vectorised ones, and
+    two threads per process instead of one; the checks are judged the same."""
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    proc = subprocess.run([sys.executable, "-m", "ptlint", "verify", "--no-timing", "--threads",
+                           "2", "-j", "2", "--timeout", "180", "--output-format", "json"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    found = rows(proc)
+    failed = {code: row["detail"] for code, row in found.items() if not row["passed"]}
+    assert not failed and proc.returncode == 0, (failed, proc.stderr[-2000:])
+    assert json.loads(proc.stdout)["threads"] == 2 and set(MISSION) <= set(found)
+
+
 @pytest.mark.parametrize("code", MISSION)
 def test_both_versions_timed_and_measured(cpu_run, code):
     row = rows(cpu_run)[code]
