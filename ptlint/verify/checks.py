@@ -165,7 +165,7 @@ class ScriptSpec(Spec):
             if spec.module is not None:
                 if spec.changes_results:
                     out.append(spec.code)
-            else:  # no spec at hand (an installed ptlint): trust the fix's safety
+            else:  # the rule has no runtime check: trust the fix's safety
                 rule = registry().get(spec.code)
                 if rule is not None and rule.fix_safety is Safety.UNSAFE:
                     out.append(spec.code)
