@@ -180,7 +180,7 @@ def test_ci_steps_work_once_filled_in(user_machine, tmp_path):
     assert proc.returncode == 0, proc.stderr
     annotations = user_machine.run(steps[1], project)
     assert annotations.returncode == 1
-    assert annotations.stdout.startswith("::error title=ptlint (PTL110),file=src/train.py,line=11,")
+    assert annotations.stdout.startswith("::warning title=ptlint (PTL110),file=src/train.py,line=11,")
     sarif = user_machine.run(steps[2], project)
     assert sarif.returncode == 0, sarif.stderr
     log = json.loads((project / "ptlint.sarif").read_text())
