@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_arguments(sub.add_parser(
         "verify", help="run rules' bad and fixed programs: check, time, measure memory"))
     sub.add_parser("server", help="a language server over stdio, for editors "
-                                  '(needs pip install "ptlint[server]")')
+                                  "(needs ptlint's server extra)")
     return parser
 
 

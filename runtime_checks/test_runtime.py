@@ -240,7 +240,7 @@ def test_verify_without_torch_is_a_clear_error():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2
-    assert "needs torch" in proc.stderr
+    assert "needs torch: pip install torch, or install ptlint with its extra" in proc.stderr
 
 
 def test_the_linter_core_never_imports_torch():

@@ -107,8 +107,9 @@ def test_without_the_server_extra_it_says_what_to_install(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env(tmp_path), timeout=WAIT)
     assert proc.returncode == 2
-    assert proc.stderr == 'error: `ptlint server` needs the language server libraries: ' \
-                          'pip install "ptlint[server]"\n'
+    assert proc.stderr == ('error: `ptlint server` needs the language server libraries: pip '
+                           'install pygls lsprotocol, or install ptlint with its extra: pip '
+                           'install "/path/to/ptlint[server]"\n')
     assert proc.stdout == ""
 
 

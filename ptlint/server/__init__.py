@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 import sys
 
-MISSING = ('`ptlint server` needs the language server libraries: '
-           'pip install "ptlint[server]"')
+MISSING = ('`ptlint server` needs the language server libraries: pip install pygls '
+           'lsprotocol, or install ptlint with its extra: pip install "/path/to/ptlint[server]"')
 
 
 def create():

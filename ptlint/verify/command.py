@@ -56,8 +56,9 @@ def main(args: argparse.Namespace) -> int:
     try:
         import torch
     except ImportError:
-        return _error("`ptlint verify` runs PyTorch programs and needs torch: "
-                      "pip install 'ptlint[runtime]' (or torch)")
+        return _error("`ptlint verify` runs PyTorch programs and needs torch: pip install "
+                      "torch, or install ptlint with its extra: pip install "
+                      "'/path/to/ptlint[runtime]'")
 
     device = args.device
     if device == "auto":
