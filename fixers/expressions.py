@@ -72,3 +72,55 @@ def wrapped_in_call(expr: cst.BaseExpression, dotted: str) -> cst.Call:
     redundant = expr.lpar and not isinstance(expr, (cst.Tuple, cst.Yield))
     inner = expr.with_changes(lpar=[], rpar=[]) if redundant else expr
     return cst.Call(func=cst.parse_expression(dotted), args=[cst.Arg(value=inner)])
+
+
+_EXACT_INT = 2**53  # ints below this convert to the same float either way
+
+
+def float_literal(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`1` -> `1.0`, `-2` -> `-2.0`, `0.5` stays; None for anything but a real number."""
+    if isinstance(node, cst.Float):
+        return node
+    if isinstance(node, cst.Integer):
+        value = node.evaluated_value
+        if abs(value) >= _EXACT_INT:
+            return None
+        return cst.Float(repr(float(value)))
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        inner = float_literal(node.expression)
+        return None if inner is None else node.with_changes(expression=inner)
+    return None
+
+
+def as_floats(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """A nested list/tuple of real-number literals with every int written as a float."""
+    if isinstance(node, (cst.List, cst.Tuple)):
+        elements = []
+        for el in node.elements:
+            if isinstance(el, cst.StarredElement):
+                return None
+            value = as_floats(el.value)
+            if value is None:
+                return None
+            elements.append(el.with_changes(value=value))
+        return node.with_changes(elements=elements)
+    return float_literal(node)
+
+
+def is_sequence_display(node: cst.BaseExpression) -> bool:
+    """Data for sure: a list/tuple display or comprehension, or `[0] * n`."""
+    if isinstance(node, (cst.List, cst.Tuple, cst.ListComp)):
+        return True
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.Add)):
+        return is_sequence_display(node.left) or is_sequence_display(node.right)
+    return False
+
+
+def is_size(node: cst.BaseExpression) -> bool:
+    """A size for sure: an int literal, `x.size()` or `x.shape`."""
+    if isinstance(node, cst.Integer):
+        return True
+    if isinstance(node, cst.Attribute) and node.attr.value == "shape":
+        return True
+    return (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "size")

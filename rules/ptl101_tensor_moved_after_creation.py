@@ -2,54 +2,93 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import libcst as cst
 
-from ptlint.fixers.arguments import argument, has_star_args, keyword, with_keyword
+from ptlint.fixers.arguments import argument, has_star_args, keyword, positional, with_keyword
+from ptlint.fixers.expressions import float_literal, is_sequence_display, is_size
 from ptlint.model import Safety
 from ptlint.rule import Rule
+from ptlint.rules._creation import (
+    EXACT_IN_ANY_DTYPE, FACTORIES, LEGACY, LIKE, NEW, RANDOM, Chain, computed, device_string,
+    is_cpu_string, named_like_device, unwind,
+)
 
-_FACTORIES = frozenset({
-    "tensor", "as_tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint",
-    "randperm", "arange", "linspace", "logspace", "eye",
-    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
-    "randint_like",
-})
-# Drawn from a random generator: on another device they draw other numbers.
-_RANDOM = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like",
-                     "randint_like"})
-# Created in the target dtype directly, these give exactly what a later conversion gives.
-_EXACT_IN_ANY_DTYPE = frozenset({"zeros", "ones", "empty", "eye", "zeros_like", "ones_like",
-                                 "empty_like"})
-_DEVICE_STRING = re.compile(r"(cuda|cpu|mps|xpu|meta|hpu|xla|npu|privateuseone)(:\d+)?")
-_DEVICE_NAME = re.compile(r"(device|dev|\w+_device)")
 # `.to()`/`.cuda()` keywords that a factory has no use for once it creates on the device.
 _DROPPED = ("non_blocking", "copy")
+_FULL_FROM = ("zeros", "ones", "empty")  # `.fill_(v)` on these is `torch.full(size, v)`
 
 
-def _string_value(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
+@dataclass
+class _Scope:
+    """The names a function (or the module, or a class body) binds: for each,
+    whether every binding is a tensor created on the CPU (one flag per binding)."""
+
+    parent: "_Scope | None"
+    is_class: bool = False
+    bindings: dict[str, list[bool]] = field(default_factory=dict)
+    escaped: set[str] = field(default_factory=set)  # `global x` somewhere: bound elsewhere too
+
+    def bind(self, name: str, on_cpu: bool = False) -> None:
+        self.bindings.setdefault(name, []).append(on_cpu)
+
+    def on_cpu(self, name: str) -> bool:
+        """Whether `name`, read here, is bound exactly once, to a tensor created on the CPU."""
+        scope: _Scope | None = self
+        while scope is not None:
+            if name in scope.bindings and not (scope.is_class and scope is not self):
+                found = scope.bindings[name]
+                return found == [True] and name not in scope.escaped
+            scope = scope.parent
+        return False
+
+
+@dataclass
+class _Finding:
+    node: cst.Call
+    replacement: cst.CSTNode | None
+    safety: Safety
+    source: str | None = None  # a name that must hold a CPU tensor (the `*_like`/`new_*` source)
+    scope: _Scope | None = None
 
 
 class TensorMovedAfterCreation(Rule):
     """
     ## What it does
-    Flags a tensor factory (`torch.zeros`, `torch.tensor`, `torch.rand`,
-    `torch.arange`, the `*_like` forms, ...) immediately followed by
-    `.cuda(...)`, `.to(<device>)` or `.to(device=...)`.
+    Flags a tensor created on the CPU and then moved to a device with
+    `.cuda(...)`, `.to(<device>)` or `.to(device=...)`:
 
-    A device is a string such as `"cuda"`, `"cuda:1"`, `"cpu"` or `"mps"`
-    (also an f-string starting with one), `torch.device(...)`, `x.device`, or
-    a name or attribute named like a device (`device`, `dev`, `self.device`,
-    `*_device`). `.to(torch.float16)`, `.half()` and `.to(other_tensor)` are
-    not device moves. Factories that already pass `device=` (or `**kwargs`,
-    or `out=`), random factories drawing from an explicit `generator=` (a
-    seeded CPU generator gives the same numbers on every device, which is
-    why such code creates on the CPU on purpose), modules (`nn.Linear(...).cuda()`), `torch.from_numpy(...)`
-    and data from a loader are not flagged.
+    - a factory (`torch.zeros`, `torch.tensor`, `torch.rand`, `torch.arange`,
+      `torch.full`, the window functions, ...), also when a dtype cast
+      (`.long()`, `.half()`, `.to(torch.float16)`), a view (`.unsqueeze(0)`,
+      `.view(...)`, `.t()`) or an in-place fill (`.fill_(v)`, `.uniform_()`)
+      sits between the factory and the move:
+      `torch.zeros(n).long().to(device)`;
+    - a legacy constructor with literal data or sizes
+      (`torch.FloatTensor([1e-8]).to(device)`, `torch.Tensor(b, b).fill_(v).cuda()`);
+    - `torch.zeros_like(t)` (and the other `*_like` factories) and
+      `t.new_zeros(...)` (and the other `new_*` methods) only when `t` is
+      provably on the CPU: a factory call, `x.cpu()`, or a name bound exactly
+      once in its function (or module), to such a tensor. These create on
+      `t`'s device, so with `t` on the GPU nothing touches host memory.
+
+    A device is a string such as `"cuda"`, `"cuda:1"` or `"mps"` (also an
+    f-string starting with one), `torch.device(...)`, `x.device`, a name or
+    attribute named like a device (`device`, `DEVICE`, `dev`, `self.device`,
+    `*_device`), or `self.device()`. A move to the CPU (`.to("cpu")`,
+    `.to(torch.device("cpu"))`) is not a move: the tensor is already there
+    and `.to()` returns it. `.to(torch.float16)`, `.half()` and
+    `.to(other_tensor)` are not device moves.
+
+    Not flagged: factories that already pass `device=` (or `**kwargs`, or
+    `out=`), random factories drawing from an explicit `generator=` (a seeded
+    CPU generator gives the same numbers on every device, which is why such
+    code creates on the CPU on purpose), modules (`nn.Linear(...).cuda()`),
+    `torch.from_numpy(...)`, data from a loader, a slice or `expand` between
+    factory and move, and any file that changes the default device
+    (`torch.set_default_device`, `torch.set_default_tensor_type`) or code
+    inside `with torch.device(...):`, where factories do not create on the CPU.
 
     ## Why is this bad?
     The tensor is first allocated and filled in host memory, then copied to
@@ -62,6 +101,7 @@ class TensorMovedAfterCreation(Rule):
     import torch
     mask = torch.ones(8, 8).cuda()
     noise = torch.randn(16, 100).to(device)
+    labels = torch.zeros(16).long().to(device)
     ```
 
     Use instead:
@@ -69,39 +109,56 @@ class TensorMovedAfterCreation(Rule):
     import torch
     mask = torch.ones(8, 8, device="cuda")
     noise = torch.randn(16, 100, device=device)
+    labels = torch.zeros(16, dtype=torch.long, device=device)
     ```
 
     ## Fix safety
-    The fix passes `device=` to the factory (and `dtype=` when the move
-    carries one, as in `.to(device, torch.float16)`), turns `.cuda(1)` into
+    The fix passes `device=` to the factory, turns `.cuda(1)` into
     `device="cuda:1"` and drops `non_blocking=`/`copy=`, which mean nothing
-    for a tensor created in place.
+    for a tensor created in place. Steps between the factory and the move
+    stay where they were, now on the device (`torch.arange(n).float().cuda()`
+    becomes `torch.arange(n, device="cuda").float()`), with two folds:
+
+    - a dtype (from casts, or from `.to(device, dtype)`) goes into the
+      factory as `dtype=` for `zeros`, `ones`, `empty`, `eye`, their
+      `*_like` and `new_*` forms, whose values are the same in every dtype:
+      `torch.zeros(n).long().to(device)` becomes
+      `torch.zeros(n, dtype=torch.long, device=device)`;
+    - `torch.zeros(size).fill_(v)` (or `ones`, `empty`) with a literal `v`
+      becomes `torch.full(size, v, device=...)` (an integer literal is
+      written as a float, so the dtype stays the default one).
 
     The rule's declared `fix_safety` is safe, the most permissive level it
-    emits; each finding carries its own level (`self.report(..., safety=...)`),
-    which the engine keeps per finding, so `--fix` applies only the safe ones
-    and `--unsafe-fixes` adds the rest (config `extend-safe-fixes` /
-    `extend-unsafe-fixes` still override both):
+    emits; each finding carries its own level, so `--fix` applies only the
+    safe ones and `--unsafe-fixes` adds the rest:
 
-    - Safe: deterministic factories moved to a device, and `zeros`, `ones`,
-      `empty`, `eye` and their `*_like` forms when a dtype is merged too: the
-      values are identical.
+    - Safe: `zeros`, `ones`, `empty`, `full`, `eye`, `tensor`, `as_tensor`,
+      the `*_like` and `new_*` forms of these, and `arange` over whole
+      numbers (`start` and `step` absent or integer literals), with casts, views and
+      fills (`fill_`, `zero_`, `triu`, `tril`) after them: every device
+      gives the same values (data are converted on the host either way, and
+      casts round the same way everywhere).
+    - Unsafe: `linspace`, `logspace`, the window functions and other
+      `arange` calls: their values are computed in the device's arithmetic,
+      whose last bit can differ on an accelerator.
     - Unsafe: random factories (`rand`, `randn`, `randint`, `randperm`,
-      `*_like`). They then draw from the device's generator instead of the
-      CPU's, so a seeded run produces other numbers (on the CPU itself they
-      are the same).
-    - Unsafe: a factory called with `requires_grad=True`. The result becomes
-      a leaf on the device (usually what was meant: before, the device copy
-      was a non-leaf whose `.grad` stayed `None`), but gradients now land on
-      a different tensor.
-    - Unsafe: `tensor`, `as_tensor`, `full`, `arange`, `linspace`, `logspace`
-      when a dtype is merged: values computed directly in the target dtype
-      can differ in the last bit from values computed in the default dtype
-      and then converted.
+      `*_like`) and random fills (`uniform_`, `normal_`, ...). They then draw
+      from the device's generator instead of the CPU's, so a seeded run
+      produces other numbers (on the CPU itself they are the same).
+    - Unsafe: a factory called with `requires_grad=True` (or followed by
+      `.requires_grad_()`). The result becomes a leaf on the device (usually
+      what was meant: before, the device copy was a non-leaf whose `.grad`
+      stayed `None`), but gradients now land on a different tensor.
+    - Unsafe: `tensor`, `as_tensor`, `full`, `arange`, `linspace`,
+      `logspace` when the move carries a dtype (`.to(device, torch.half)`):
+      values computed directly in the target dtype can differ in the last
+      bit from values computed in the default dtype and then converted.
 
     No fix is offered for `.cuda(<expression>)` (the expression may be
     `None`, which `.cuda()` reads as the current device but a factory reads
-    as the CPU), for `pin_memory=` or `memory_format=`.
+    as the CPU), for `pin_memory=` or `memory_format=`, and for legacy
+    constructors: the fix of PTL230 (legacy-tensor-constructor) turns them
+    into factories first, and this rule's fix then applies to the result.
 
     ## References
     - [Performance tuning guide: create tensors directly on the target device](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#create-tensors-directly-on-the-target-device)
@@ -114,49 +171,216 @@ class TensorMovedAfterCreation(Rule):
     tags = ("performance",)
     requires_text = (".cuda(", ".to(")
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.scope = _Scope(None)
+        self.module_scope = self.scope
+        self._stack: list[_Scope] = []  # the scopes enclosing the current one
+        self.device_blocks: list[int] = []  # id() of `with torch.device(...)` statements entered
+        self.findings: list[_Finding] = []
+        source = context.source
+        # factories follow the default device or tensor type, which the file changes
+        self.default_changed = "set_default_device" in source or "set_default_tensor_type" in source
+
+    # -- scopes and bindings ----------------------------------------------------
+    def _enter(self, is_class: bool = False) -> None:
+        self._stack.append(self.scope)
+        self.scope = _Scope(self.scope, is_class=is_class)
+
+    def _pop(self) -> None:
+        self.scope = self._stack.pop()
+
+    def _params(self, params: cst.Parameters) -> None:
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            self.scope.bind(param.name.value)
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                self.scope.bind(star.name.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scope.bind(node.name.value)
+        self._enter()
+        self._params(node.params)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._pop()
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self._enter()
+        self._params(node.params)
+
+    def leave_Lambda(self, original_node: cst.Lambda) -> None:
+        self._pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.scope.bind(node.name.value)
+        self._enter(is_class=True)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._pop()
+
+    def _bind_target(self, target: cst.BaseExpression, on_cpu: bool = False) -> None:
+        if isinstance(target, cst.Name):
+            self.scope.bind(target.value, on_cpu)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind_target(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._bind_target(target.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        single = len(node.targets) == 1
+        on_cpu = single and self._on_cpu(node.value)
+        for target in node.targets:
+            self._bind_target(target.target, on_cpu)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind_target(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind_target(node.target, node.value is not None and self._on_cpu(node.value))
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind_target(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind_target(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._bind_target(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:  # with/except/import `as` names
+        self._bind_target(node.name)
+
+    def visit_Global(self, node: cst.Global) -> None:
+        for item in node.names:
+            self.module_scope.escaped.add(item.name.value)
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        for item in node.names:
+            for scope in self._stack:
+                scope.escaped.add(item.name.value)
+
+    def visit_With(self, node: cst.With) -> None:
+        for item in node.items:
+            if isinstance(item.item, cst.Call) and self.is_name(item.item.func, "torch.device"):
+                self.device_blocks.append(id(node))
+
+    def leave_With(self, original_node: cst.With) -> None:
+        while id(original_node) in self.device_blocks:
+            self.device_blocks.remove(id(original_node))
+
+    # -- what was created on the CPU --------------------------------------------
+    def _factory(self, call: cst.Call) -> tuple[str, str] | None:
+        """("torch" | "like" | "new" | "legacy" | "cpu", name) for a call creating a tensor."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in NEW:
+            return ("new", func.attr.value) if not isinstance(func.value, cst.Subscript) else None
+        if isinstance(func, cst.Attribute) and func.attr.value == "cpu" and not call.args:
+            return "cpu", "cpu"
+        qualified = self.qualified_name(func)
+        if qualified is None or not qualified.startswith("torch."):
+            return None
+        name = qualified[len("torch."):]
+        if name in FACTORIES:
+            return "torch", name
+        if name in LIKE:
+            return "like", name
+        if name in LEGACY:
+            return "legacy", name
+        if name == "from_numpy":
+            return "cpu", name
+        return None
+
+    def _creates_on_cpu(self, chain: Chain) -> tuple[str, str] | None:
+        """The factory of `chain` when it certainly creates on the CPU (a `*_like`
+        or `new_*` source that is a plain name is left to the caller)."""
+        if self.device_blocks or self.default_changed:
+            return None
+        factory = chain.factory
+        if isinstance(factory.func, (cst.Call, cst.Subscript)):
+            return None
+        kind = self._factory(factory)
+        if kind is None:
+            return None
+        if keyword(factory, "device") or keyword(factory, "out") or any(
+                a.star == "**" for a in factory.args):
+            return None
+        if kind[0] == "legacy" and not _literal_legacy(factory):
+            return None
+        return kind
+
+    def _source(self, factory: cst.Call, kind: str) -> cst.BaseExpression | None:
+        """The tensor whose device a `*_like` factory or `new_*` method creates on."""
+        if kind == "new":
+            assert isinstance(factory.func, cst.Attribute)
+            return factory.func.value
+        arg = argument(factory, "input", 0)
+        return None if arg is None else arg.value
+
+    def _on_cpu(self, expr: cst.BaseExpression) -> bool:
+        """Whether `expr` is certainly a tensor created on the CPU (not through a name)."""
+        chain = unwind(expr, self.qualified_name)
+        if chain is None:
+            return False
+        kind = self._creates_on_cpu(chain)
+        if kind is None:
+            return False
+        if kind[0] in ("like", "new"):
+            source = self._source(chain.factory, kind[0])
+            return source is not None and self._on_cpu(source)
+        return True
+
+    # -- the moves ------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
             return
-        factory = func.value
-        if not isinstance(factory, cst.Call) or isinstance(factory.func, (cst.Call, cst.Subscript)):
+        chain = unwind(func.value, self.qualified_name)
+        if chain is None:
             return
-        qualified = self.qualified_name(factory.func)
-        if qualified is None or not qualified.startswith("torch."):
+        kind = self._creates_on_cpu(chain)
+        if kind is None:
             return
-        name = qualified[len("torch."):]
-        if name not in _FACTORIES:
-            return
-        if keyword(factory, "device") or keyword(factory, "out") or any(
-            a.star == "**" for a in factory.args
-        ):
-            return
-        if name in _RANDOM and keyword(factory, "generator"):
+        factory = chain.factory
+        group, name = kind
+        if group == "cpu":
+            return  # `torch.from_numpy(a).to(device)`, `x.cpu().to(device)`: no factory to fix
+        if name in RANDOM and keyword(factory, "generator"):
             return  # a seeded CPU generator: drawn on the CPU on purpose, for reproducibility
         move = self._move(node, func.attr.value == "cuda")
         if move is None:
             return
+        source_name = None
+        if group in ("like", "new"):
+            source = self._source(factory, group)
+            if isinstance(source, cst.Name):
+                source_name = source.value
+            elif source is None or not self._on_cpu(source):
+                return
         device, dtype, fixable = move
-        if not fixable or keyword(factory, "pin_memory") or keyword(factory, "memory_format"):
-            self.report(node)
-            return
-        new = with_keyword(factory, "device", device)
-        safety = Safety.SAFE
-        if dtype is not None:
-            new = with_keyword(new, "dtype", dtype)
-            if name not in _EXACT_IN_ANY_DTYPE:
-                safety = Safety.UNSAFE
-        if name in _RANDOM:
-            safety = Safety.UNSAFE
-        grad = keyword(factory, "requires_grad")
-        if grad is not None and not (isinstance(grad.value, cst.Name) and grad.value.value == "False"):
-            safety = Safety.UNSAFE
-        new = new.with_changes(lpar=node.lpar, rpar=node.rpar)
-        self.report(node, replacement=new, safety=safety)
+        replacement, safety = None, Safety.SAFE
+        if fixable and group != "legacy" and not keyword(factory, "pin_memory") \
+                and not keyword(factory, "memory_format"):
+            fixed = _fixed(chain, name, device, dtype)
+            if fixed is not None:
+                replacement, safety = fixed
+                replacement = replacement.with_changes(lpar=node.lpar, rpar=node.rpar)
+        self.findings.append(_Finding(node, replacement, safety, source_name, self.scope))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for found in self.findings:
+            if found.source is not None and not (found.scope and found.scope.on_cpu(found.source)):
+                continue
+            if found.replacement is None:
+                self.report(found.node)
+            else:
+                self.report(found.node, replacement=found.replacement, safety=found.safety,
+                            imports=("import torch",))
 
     def _move(self, node: cst.Call, cuda: bool):
-        """(device expression, dtype expression or None, fixable) for a device
-        move, or None when the call does not move the tensor to a device."""
+        """(device expression, dtype expression or None, fixable) for a move to a
+        device other than the CPU, or None."""
         args = node.args
         if has_star_args(node):
             return None
@@ -173,30 +397,110 @@ class TensorMovedAfterCreation(Rule):
             value = target.value
             if isinstance(value, cst.Integer):
                 return cst.SimpleString(f'"cuda:{value.evaluated_value}"'), None, True
-            text = _string_value(value)
-            if text is not None and _DEVICE_STRING.fullmatch(text):
-                return value, None, True
-            return value, None, False
+            return value, None, device_string(value)
         device = argument(node, "device", 0)
-        if device is None or not self._is_device(device.value):
+        if device is None or not self._is_device(device.value) or self._is_cpu(device.value):
             return None
         dtype = argument(node, "dtype", 1)
         if len(plain) > 2:
             return None
         return device.value, dtype.value if dtype is not None else None, True
 
+    def _is_cpu(self, node: cst.BaseExpression) -> bool:
+        """`"cpu"`, `"cpu:0"`, `torch.device("cpu")`: where factories create anyway."""
+        if isinstance(node, cst.Call) and self.is_name(node.func, "torch.device"):
+            first = positional(node, 0) or keyword(node, "type")
+            return first is not None and is_cpu_string(first.value)
+        return is_cpu_string(node)
+
     def _is_device(self, node: cst.BaseExpression) -> bool:
-        text = _string_value(node)
-        if text is not None:
-            return bool(_DEVICE_STRING.fullmatch(text))
+        if isinstance(node, cst.SimpleString):
+            return device_string(node)
         if isinstance(node, cst.FormattedString):
             head = node.parts[0] if node.parts else None
             return isinstance(head, cst.FormattedStringText) and bool(
-                re.match(r"(cuda|cpu|mps|xpu|npu|hpu)(:|$)", head.value))
-        if isinstance(node, cst.Call):
-            return self.is_name(node.func, "torch.device")
-        if isinstance(node, cst.Attribute):
-            return bool(_DEVICE_NAME.fullmatch(node.attr.value))
-        if isinstance(node, cst.Name):
-            return bool(_DEVICE_NAME.fullmatch(node.value))
+                re.match(r"(cuda|mps|xpu|npu|hpu)(:|$)", head.value))
+        if isinstance(node, cst.Call) and self.is_name(node.func, "torch.device"):
+            return True
+        return named_like_device(node)
+
+
+def _literal_legacy(call: cst.Call) -> bool:
+    """A legacy constructor given literal data or sizes (a single argument of unknown
+    type may be a tensor, which it would alias, wherever it lives)."""
+    args = [a for a in call.args if a.keyword is None and not a.star]
+    if len(args) != len(call.args) or not args:
         return False
+    return len(args) >= 2 or is_sequence_display(args[0].value) or is_size(args[0].value)
+
+
+def _with_ops(base: cst.BaseExpression, ops) -> cst.BaseExpression:
+    for op in ops:
+        base = op.call.with_changes(func=op.call.func.with_changes(value=base))
+    return base
+
+
+def _full(factory: cst.Call, fill: cst.Call, device: cst.BaseExpression) -> cst.Call | None:
+    """`torch.zeros(size).fill_(v)` as `torch.full(size, v, device=...)`, when the size
+    and a literal `v` are certain and nothing else is passed."""
+    plain = [a for a in factory.args if a.keyword is None]
+    value = positional(fill, 0)
+    if len(plain) != len(factory.args) or not plain or len(fill.args) != 1 or value is None:
+        return None
+    literal = float_literal(value.value)
+    if literal is None:
+        return None
+    if len(plain) == 1:
+        size = plain[0].value
+        if isinstance(size, cst.Integer):
+            size = cst.Tuple([cst.Element(size, comma=cst.Comma())])
+        elif not (isinstance(size, (cst.Tuple, cst.List)) or is_size(size)):
+            return None  # a name: an int or a sequence?
+    else:
+        size = cst.Tuple([cst.Element(a.value) for a in plain])
+    assert isinstance(factory.func, cst.Attribute)
+    func = factory.func.with_changes(attr=cst.Name("full"))
+    args = [cst.Arg(size), cst.Arg(literal), cst.Arg(
+        device, keyword=cst.Name("device"),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                              whitespace_after=cst.SimpleWhitespace("")))]
+    return cst.Call(func=func, args=[
+        a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        if i < len(args) - 1 else a for i, a in enumerate(args)])
+
+
+def _fixed(chain: Chain, name: str, device: cst.BaseExpression,
+           dtype: cst.BaseExpression | None) -> tuple[cst.BaseExpression, Safety] | None:
+    """The created-on-the-device version of `chain` and how safe it is, or None."""
+    factory, ops = chain.factory, chain.ops
+    kinds = {op.kind for op in ops}
+    safety = Safety.SAFE
+    if name in RANDOM or "random" in kinds or "grad" in kinds or computed(name, factory):
+        safety = Safety.UNSAFE
+    grad = keyword(factory, "requires_grad")
+    requires_grad = grad is not None and not (
+        isinstance(grad.value, cst.Name) and grad.value.value == "False")
+    if requires_grad:
+        safety = Safety.UNSAFE
+        if dtype is not None:
+            return None  # the dtype may be one that cannot require gradients
+    casts = [op.dtype for op in ops if op.kind == "cast"]
+    if dtype is not None:
+        casts.append(dtype)
+    if name in EXACT_IN_ANY_DTYPE and casts and kinds <= {"cast", "view"} and not requires_grad:
+        # zeros/ones/empty/eye: created in the final dtype directly, the same values
+        new = with_keyword(with_keyword(factory, "dtype", casts[-1]), "device", device)
+        return _with_ops(new, [op for op in ops if op.kind == "view"]), safety
+    if dtype is not None:
+        if ops:
+            return None  # a dtype both on the way and with the move: leave it to the reader
+        if name not in EXACT_IN_ANY_DTYPE:
+            safety = Safety.UNSAFE
+        return with_keyword(with_keyword(factory, "dtype", dtype), "device", device), safety
+    new = with_keyword(factory, "device", device)
+    if (name in _FULL_FROM and len(ops) == 1 and ops[0].method == "fill_"
+            and isinstance(factory.func, cst.Attribute)):
+        full = _full(factory, ops[0].call, device)
+        if full is not None:
+            return full, safety
+    return _with_ops(new, ops), safety

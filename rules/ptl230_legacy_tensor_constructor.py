@@ -4,6 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.fixers.arguments import with_keyword
+from ptlint.fixers.expressions import as_floats, is_sequence_display, is_size
 from ptlint.model import Safety
 from ptlint.rule import Rule
 
@@ -28,58 +29,6 @@ for _name, _dtype in _DTYPES.items():
         _LEGACY[f"torch.cuda.{_name}"] = (_dtype, '"cuda"')
 
 _IMPORTS = ("import torch",)
-_EXACT_INT = 2**53  # ints below this convert to the same float either way
-
-
-def _float_literal(node: cst.BaseExpression) -> cst.BaseExpression | None:
-    """`1` -> `1.0`, `-2` -> `-2.0`, `0.5` stays; None for anything but a real number."""
-    if isinstance(node, cst.Float):
-        return node
-    if isinstance(node, cst.Integer):
-        value = node.evaluated_value
-        if abs(value) >= _EXACT_INT:
-            return None
-        return cst.Float(repr(float(value)))
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
-        inner = _float_literal(node.expression)
-        return None if inner is None else node.with_changes(expression=inner)
-    return None
-
-
-def _as_floats(node: cst.BaseExpression) -> cst.BaseExpression | None:
-    """A nested list/tuple of real-number literals with every int written as a float."""
-    if isinstance(node, (cst.List, cst.Tuple)):
-        elements = []
-        for el in node.elements:
-            if isinstance(el, cst.StarredElement):
-                return None
-            value = _as_floats(el.value)
-            if value is None:
-                return None
-            elements.append(el.with_changes(value=value))
-        return node.with_changes(elements=elements)
-    return _float_literal(node)
-
-
-def _is_sequence(node: cst.BaseExpression) -> bool:
-    """Data for sure: a list/tuple display or comprehension, or `[0] * n`."""
-    if isinstance(node, (cst.List, cst.Tuple, cst.ListComp)):
-        return True
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.Add)):
-        return _is_sequence(node.left) or _is_sequence(node.right)
-    return False
-
-
-def _is_size(node: cst.BaseExpression) -> bool:
-    """A size for sure: an int literal, `x.size()` or `x.shape`."""
-    if isinstance(node, cst.Integer):
-        return True
-    if isinstance(node, cst.Attribute) and node.attr.value == "shape":
-        return True
-    return (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value == "size")
-
-
 def _rebuilt(call: cst.Call, func: str, args: list[cst.Arg], keywords: dict[str, str]) -> cst.Call:
     """`call` calling `func` with `args` (same comma style) plus `keywords`."""
     new = call.with_changes(func=cst.parse_expression(func), args=args)
@@ -229,10 +178,10 @@ class LegacyTensorConstructor(Rule):
                 f"Legacy tensor constructor `torch.{short}()`: use `torch.empty(0)`")))
             return
         first = args[0].value
-        if len(args) == 1 and _is_sequence(first):
+        if len(args) == 1 and is_sequence_display(first):
             data = args[0]
             if dtype is None:
-                floats = _as_floats(first)
+                floats = as_floats(first)
                 if floats is not None:
                     data = data.with_changes(value=floats)
                 else:
@@ -241,7 +190,7 @@ class LegacyTensorConstructor(Rule):
             self.fixes.append((node, new, imports, device is not None, (
                 f"Legacy tensor constructor `torch.{short}(data)`: use `torch.tensor(data)`")))
             return
-        if len(args) >= 2 or _is_size(first):
+        if len(args) >= 2 or is_size(first):
             new = _rebuilt(node, f"{torch}.empty", args, extra)
             self.fixes.append((node, new, imports, device is not None, (
                 f"`torch.{short}(*sizes)` allocates uninitialised memory through a legacy "
