@@ -1,20 +1,84 @@
 """PTL102 data-parallel."""
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 import libcst as cst
 
-from ptlint.fixers.arguments import without_keywords
-from ptlint.model import Safety
+from ptlint.analysis.names import dotted
+from ptlint.analysis.walk import children, descendants
+from ptlint.fixers.arguments import keyword
+from ptlint.fixers.expressions import as_receiver
 from ptlint.rule import Rule
+from ptlint.model import Safety
+from ptlint.rules._tests import TracksTests
 
 _DATA_PARALLEL = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                   "torch.nn.parallel.data_parallel.DataParallel")
+_DDP = ("torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel")
+# what a test of "are we distributed?" mentions
+_DISTRIBUTED = re.compile(r"(?i)distributed|ddp|world_size|is_initialized|get_world_size")
+_TEST = "torch.distributed.is_available() and torch.distributed.is_initialized()"
+# methods of a wrapped model that do not run it
+_NOT_RUNNING = frozenset({"eval", "load_state_dict", "state_dict", "to", "cuda", "cpu", "half",
+                          "float", "double", "bfloat16", "parameters", "named_parameters",
+                          "buffers", "named_buffers", "modules", "named_modules", "children",
+                          "requires_grad_"})
+_HARMLESS = frozenset({"print", "len", "isinstance", "type", "id", "repr", "str"})
+_TRAINS = ("backward", "optim", ".step(")  # in a file without these, nothing is trained
 
 
-class DataParallel(Rule):
+def _terminal(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _no_grad(expr: cst.BaseExpression) -> bool:
+    """`torch.no_grad()`, `torch.inference_mode()`, `@torch.no_grad`, a project's own
+    `no_grad`, `torch.set_grad_enabled(False)`."""
+    call = expr if isinstance(expr, cst.Call) else None
+    name = _terminal(call.func if call is not None else expr)
+    if name in ("no_grad", "inference_mode"):
+        return call is None or not call.args or not (
+            isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False")
+    return (name == "set_grad_enabled" and call is not None and len(call.args) == 1
+            and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False")
+
+
+@dataclass
+class _Wrap:
+    call: cst.Call  # the `DataParallel(...)` call
+    replaced: cst.BaseExpression  # what the fix replaces: the call, or `call.to(device)`
+    target: str | None  # the name or attribute it is assigned to
+    owner: cst.CSTNode  # where that name lives: the function, the class (`self.x`), the module
+    fixable: bool
+    moved_later: bool = False  # the model is moved to a device in a later statement
+
+
+class DataParallel(TracksTests, Rule):
     """
     ## What it does
-    Flags `torch.nn.DataParallel(...)`, through any import alias.
+    Flags `torch.nn.DataParallel(...)` (through any import alias) and classes
+    that subclass it.
+
+    Not flagged:
+
+    - `DataParallel` as the explicit fallback where no process group exists:
+      in the `else`/`elif` of an `if` whose test asks whether the run is
+      distributed (`dist.is_initialized()`, `args.distributed`,
+      `world_size > 1`, ...) or whose branch wraps in
+      `DistributedDataParallel`, in an `if not <that>:` branch, and in
+      `DistributedDataParallel(m) if dist.is_initialized() else DataParallel(m)`;
+    - a model only used for inference: the file neither calls `backward` nor
+      mentions an optimizer or `.step(`, the wrapped model is only run under
+      `torch.no_grad()` / `torch.inference_mode()` (a block or a decorated
+      function) and is not returned: `DistributedDataParallel` is a training
+      wrapper;
+    - test code (test files, `test*` functions, `Test*` classes), where
+      `DataParallel` support itself is what is tested.
 
     ## Why is this bad?
     `DataParallel` runs a single process: it copies the whole model to every
@@ -31,22 +95,41 @@ class DataParallel(Rule):
     Use instead:
     ```python
     import torch
+    import torch.nn as nn
     from torch.nn.parallel import DistributedDataParallel
-    model = DistributedDataParallel(model) if torch.distributed.is_initialized() else model
+    model = DistributedDataParallel(model) if torch.distributed.is_available() and torch.distributed.is_initialized() else nn.DataParallel(model)
     ```
     and launch the script with `torchrun --nproc_per_node=<gpus> script.py`,
-    calling `torch.distributed.init_process_group()` at start-up and placing
-    each process's model on `cuda:<LOCAL_RANK>`.
+    calling `torch.distributed.init_process_group()` at start-up, placing
+    each process's model on `cuda:<LOCAL_RANK>` before the wrap and giving
+    each process its share of the data (`DistributedSampler`).
 
     ## Fix safety
-    Unsafe. The rewrite wraps the model in `DistributedDataParallel` when a
-    process group is initialised and leaves it unwrapped otherwise, so a
-    script started with plain `python` runs on one device instead of all of
-    them until it is launched with `torchrun` and initialises the process
-    group. `device_ids` and `output_device` are dropped: each process drives
-    one device. Calls with further positional arguments, or whose module
-    argument is not a plain name (it would be evaluated twice), are reported
-    without a fix.
+    Unsafe. The fix wraps the model in `DistributedDataParallel` when a
+    process group is initialised and keeps the original `DataParallel` call,
+    unchanged, otherwise:
+
+    - started with plain `python`, the script runs exactly as before, on
+      every GPU `DataParallel` used: the fix never makes a run use fewer
+      devices;
+    - checkpoints stay readable both ways: `DistributedDataParallel` also
+      keeps the model as `.module`, so saved state dicts keep their
+      `module.` prefix and a checkpoint written before the fix loads after
+      it, in either launch mode;
+    - a device move chained to the wrap moves the model before
+      `DistributedDataParallel` wraps it
+      (`DataParallel(m).to(device)` becomes
+      `DistributedDataParallel(m.to(device)) if ... else DataParallel(m).to(device)`);
+      a model moved in a later statement is reported without a fix (move
+      it first);
+    - what changes: a script that initialises a process group (launched
+      with `torchrun`) now trains with `DistributedDataParallel`, which
+      averages gradients across processes, expects every process to run the
+      same number of steps and uses only the model's own device
+      (`device_ids` and `output_device` are not passed to it).
+
+    No fix is offered in notebooks (a kernel cannot be launched with
+    `torchrun`) and for calls with `**kwargs`.
 
     ## References
     - [DataParallel vs DistributedDataParallel](https://pytorch.org/tutorials/intermediate/ddp_tutorial.html)
@@ -55,48 +138,227 @@ class DataParallel(Rule):
 
     code = "PTL102"
     message = "`DataParallel` is slower than `DistributedDataParallel`, even on one machine"
-    fix_title = "Wrap in `DistributedDataParallel` when a process group is initialised"
+    fix_title = ("Use `DistributedDataParallel` when a process group is initialised, "
+                 "`DataParallel` otherwise")
     fix_safety = Safety.UNSAFE
     tags = ("performance",)
     requires_text = ("DataParallel",)
 
     def __init__(self, context) -> None:
         super().__init__(context)
-        self.assigned: set[int] = set()
+        self.assigned: dict[int, str | None] = {}  # id(value) -> the target's name
+        self.moves: dict[int, cst.Call] = {}  # id(call) -> `call.to(...)` / `call.cuda(...)`
+        self.fallback = 0  # depth of branches taken only without a process group
+        self.branches: list[bool] = []  # for each branch entered: is it one of those
+        self.wraps: list[_Wrap] = []
+        self.owners: list[cst.CSTNode] = []  # module, then the enclosing classes and functions
+        self.notebook = context.path.endswith(".ipynb")
 
+    def visit_Module(self, node: cst.Module) -> None:
+        self.owners.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        super().visit_FunctionDef(node)
+        self.owners.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        super().leave_FunctionDef(original_node)
+        self.owners.pop()
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        super().leave_ClassDef(original_node)
+        self.owners.pop()
+
+    def _owner(self, target: str | None) -> cst.CSTNode:
+        """Where `target` lives: `self.x` in the class, a name in the function."""
+        if target is not None and target.startswith("self."):
+            classes = [o for o in self.owners if isinstance(o, cst.ClassDef)]
+            if classes:
+                return classes[-1]
+        return self.owners[-1]
+
+    # -- where a process group cannot exist ---------------------------------------
+    def _distributed(self, test: cst.BaseExpression, branch: cst.CSTNode) -> bool:
+        """Whether `test` asks about a process group, or `branch` wraps in DDP."""
+        for node in descendants(test):
+            name = _terminal(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            if name is not None and _DISTRIBUTED.search(name):
+                return True
+        return any(isinstance(n, cst.Call) and self.qualified_name(n.func) in _DDP
+                   for n in descendants(branch))
+
+    def _negated(self, test: cst.BaseExpression) -> bool:
+        return (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+                and self._distributed(test.expression, cst.Pass()))
+
+    def _enter_branch(self, node: cst.If | cst.IfExp, orelse: bool) -> None:
+        """A branch taken only without a process group: the `else` of a distributed
+        test (or of a branch that wraps in DDP), the body of a negated one."""
+        taken = self._distributed(node.test, node.body) if orelse else self._negated(node.test)
+        self.branches.append(taken)
+        self.fallback += taken
+
+    def _leave_branch(self) -> None:
+        self.fallback -= self.branches.pop()
+
+    def visit_If_body(self, node: cst.If) -> None:
+        self._enter_branch(node, orelse=False)
+
+    def leave_If_body(self, node: cst.If) -> None:
+        self._leave_branch()
+
+    def visit_If_orelse(self, node: cst.If) -> None:
+        self._enter_branch(node, orelse=True)
+
+    def leave_If_orelse(self, node: cst.If) -> None:
+        self._leave_branch()
+
+    def visit_IfExp_body(self, node: cst.IfExp) -> None:
+        self._enter_branch(node, orelse=False)
+
+    def leave_IfExp_body(self, node: cst.IfExp) -> None:
+        self._leave_branch()
+
+    def visit_IfExp_orelse(self, node: cst.IfExp) -> None:
+        self._enter_branch(node, orelse=True)
+
+    def leave_IfExp_orelse(self, node: cst.IfExp) -> None:
+        self._leave_branch()
+
+    # -- the wraps ----------------------------------------------------------------
     def visit_Assign(self, node: cst.Assign) -> None:
-        self.assigned.add(id(node.value))
+        target = dotted(node.targets[0].target) if len(node.targets) == 1 else None
+        self.assigned[id(node.value)] = target
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:  # a whole value: the fix needs no parentheses there
+            self.assigned[id(node.value)] = None
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        super().visit_ClassDef(node)
+        self.owners.append(node)
+        if self.in_test:
+            return
+        for base in node.bases:
+            if self.qualified_name(base.value) in _DATA_PARALLEL:
+                self.report(base.value, message=(
+                    f"`{node.name.value}` subclasses `DataParallel`, which is slower than "
+                    "`DistributedDataParallel`, even on one machine"))
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, (cst.Call, cst.Subscript)):
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
+            if isinstance(func.value, cst.Call):
+                self.moves[id(func.value)] = node
+            target = dotted(func.value)
+            for wrap in self.wraps:
+                if wrap.target == target and wrap.owner is self._owner(target):
+                    wrap.moved_later = True
+        if isinstance(func, (cst.Call, cst.Subscript)) or self.in_test or self.fallback:
             return
-        qualified = self.qualified_name(node.func)
-        if qualified not in _DATA_PARALLEL:
+        if self.qualified_name(func) not in _DATA_PARALLEL:
             return
-        module = node.args[0] if node.args else None
-        plain = [a for a in node.args if a.keyword is None and not a.star]
-        fixable = (
-            module is not None
-            and module.keyword is None and not module.star
-            and len(plain) == 1
-            and not any(a.star for a in node.args)
-            and isinstance(module.value, (cst.Name, cst.Attribute))
-            and _is_reference(module.value)
-        )
-        if not fixable:
-            self.report(node)
-            return
-        rest = without_keywords(node, "device_ids", "output_device")
-        ddp = rest.with_changes(func=cst.Name("DistributedDataParallel"))
-        test = cst.parse_expression("torch.distributed.is_initialized()")
-        replacement = cst.IfExp(test=test, body=ddp, orelse=module.value)
-        if id(node) not in self.assigned:  # inside a larger expression: keep it one operand
-            replacement = replacement.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-        self.report(node, replacement=replacement,
-                    imports=("import torch", "from torch.nn.parallel import DistributedDataParallel"))
+        replaced = self.moves.get(id(node), node)
+        fixable = bool(node.args) and not any(a.star for a in node.args) and (
+            node.args[0].keyword is None or node.args[0].keyword.value == "module")
+        target = self.assigned.get(id(replaced))
+        self.wraps.append(_Wrap(node, replaced, target, self._owner(target), fixable))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        trains = any(text in self.context.source for text in _TRAINS)
+        for wrap in self.wraps:
+            if not trains and wrap.target is not None and self._inference_only(wrap):
+                continue
+            if self.notebook or not wrap.fixable or wrap.moved_later:
+                self.report(wrap.call)
+                continue
+            self.report(wrap.call, edits=[(wrap.replaced, self._fixed(wrap))],
+                        imports=("import torch",
+                                 "from torch.nn.parallel import DistributedDataParallel"))
+
+    def _fixed(self, wrap: _Wrap) -> cst.BaseExpression:
+        """`DistributedDataParallel(m) if <process group> else <the original>`; a device
+        move chained to the wrap moves `m` before DDP wraps it."""
+        module = wrap.call.args[0].value
+        if wrap.replaced is not wrap.call:  # `DataParallel(m).to(device)`
+            move = wrap.replaced
+            assert isinstance(move, cst.Call) and isinstance(move.func, cst.Attribute)
+            module = move.with_changes(func=move.func.with_changes(value=as_receiver(module)),
+                                       lpar=[], rpar=[])
+        args = [cst.Arg(module)]
+        dim = keyword(wrap.call, "dim")
+        if dim is not None:
+            args = [cst.Arg(module, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                    dim.with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+        ddp = cst.Call(func=cst.Name("DistributedDataParallel"), args=args)
+        original = wrap.replaced.with_changes(lpar=[], rpar=[])
+        replacement = cst.IfExp(test=cst.parse_expression(_TEST), body=ddp, orelse=original)
+        if id(wrap.replaced) not in self.assigned:  # inside a larger expression
+            replacement = replacement.with_changes(lpar=[cst.LeftParen()],
+                                                   rpar=[cst.RightParen()])
+        return replacement
+
+    # -- a model only used for inference --------------------------------------------
+    def _inference_only(self, wrap: _Wrap) -> bool:
+        """The wrapped model is run under `no_grad`, and every other use leaves it
+        unrun (`.eval()`, `.load_state_dict()`, `print`); it is never returned."""
+        target = wrap.target
+        run = False
+        Item = tuple[cst.CSTNode, tuple[cst.CSTNode, ...], bool, bool]
+        stack: list[Item] = [(wrap.owner, (), False, False)]
+        while stack:
+            node, ancestors, no_grad, returned = stack.pop()
+            if node is wrap.replaced or (node is not wrap.owner and _binds(node, target)):
+                continue  # the wrap itself reads the unwrapped model; another function's own
+            if isinstance(node, (cst.Name, cst.Attribute)) and dotted(node) == target:
+                use = _use(node, ancestors)
+                if returned and use != "called" or use == "alias" or (
+                        use in ("called", "passed") and not no_grad):
+                    return False
+                run = run or use in ("called", "passed")
+                continue
+            inner = no_grad
+            if isinstance(node, cst.With) and any(_no_grad(i.item) for i in node.items):
+                inner = True
+            elif isinstance(node, cst.FunctionDef):
+                inner = any(_no_grad(d.decorator) for d in node.decorators)
+            elif isinstance(node, cst.Lambda):
+                inner = False
+            below = (*ancestors, node)
+            inside = returned or isinstance(node, (cst.Return, cst.Yield))
+            stack.extend((child, below, inner, inside) for child in reversed(children(node)))
+        return run
 
 
-def _is_reference(node: cst.BaseExpression) -> bool:
-    while isinstance(node, cst.Attribute):
-        node = node.value
-    return isinstance(node, cst.Name)
+def _binds(node: cst.CSTNode, name: str | None) -> bool:
+    """A function whose parameter `name` is a variable of its own."""
+    if not isinstance(node, (cst.FunctionDef, cst.Lambda)):
+        return False
+    params = node.params
+    return any(p.name.value == name for p in (*params.posonly_params, *params.params,
+                                               *params.kwonly_params))
+
+
+def _use(node: cst.CSTNode, ancestors: tuple[cst.CSTNode, ...]) -> str:
+    """How an occurrence of the wrapped model uses it: "bound" (an assignment target),
+    "alias" (assigned to another name), "inert" (`.eval()`, `.module.state_dict()`,
+    `print(model)`), "called" (`model(x)`) or "passed" (anything else: an argument,
+    an operand)."""
+    chain = list(reversed(ancestors))  # parent first
+    parent = chain[0] if chain else None
+    if isinstance(parent, cst.AssignTarget):
+        return "bound"
+    if isinstance(parent, cst.Assign):
+        return "alias"
+    if isinstance(parent, cst.Call) and parent.func is node:
+        return "called"
+    i = 0
+    while i < len(chain) and isinstance(chain[i], cst.Attribute) and chain[i].attr.value == "module":
+        i += 1
+    if i + 1 < len(chain) and isinstance(chain[i], cst.Attribute) and \
+            chain[i].attr.value in _NOT_RUNNING and isinstance(chain[i + 1], cst.Call):
+        return "inert"
+    if isinstance(parent, cst.Arg) and len(chain) > 1 and isinstance(chain[1], cst.Call) \
+            and _terminal(chain[1].func) in _HARMLESS:
+        return "inert"
+    return "passed"

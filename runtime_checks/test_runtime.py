@@ -41,8 +41,13 @@ def ptlint(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 
 
 def rows(proc: subprocess.CompletedProcess) -> dict[str, dict]:
+    """Rows by rule; a row whose fixed version ran under torchrun as "PTLnnn xN"."""
     assert proc.stdout.strip(), proc.stderr
-    return {row["rule"]: row for row in json.loads(proc.stdout)["checks"]}
+    out = {}
+    for row in json.loads(proc.stdout)["checks"]:
+        n = row["fixed"]["processes"]
+        out[row["rule"] if n == 1 else f"{row['rule']} x{n}"] = row
+    return out
 
 
 # -- every mission rule on CPU (one run, shared) ----------------------------------
@@ -106,11 +111,37 @@ def test_ptl101_states_the_cpu_ratio_honestly(cpu_run):
     assert "ratio stays near 1" in rows(cpu_run)["PTL101"]["note"]
 
 
-def test_ptl102_fixed_runs_under_torchrun_with_two_processes(cpu_run):
-    row = rows(cpu_run)["PTL102"]
-    assert row["bad"]["processes"] == 1 and row["fixed"]["processes"] == 2
-    assert "parameters equal" in row["detail"]
-    assert "torchrun --nproc_per_node=2" in row["note"]
+def test_ptl102_fixed_runs_with_plain_python_and_under_torchrun(cpu_run):
+    plain, torchrun = rows(cpu_run)["PTL102"], rows(cpu_run)["PTL102 x2"]
+    assert plain["bad"]["processes"] == torchrun["bad"]["processes"] == 1
+    assert plain["fixed"]["processes"] == 1 and torchrun["fixed"]["processes"] == 2
+    assert plain["bad"] == torchrun["bad"]  # one run of the original, judged twice
+    for row, mode in ((plain, "plain python"), (torchrun, "torchrun x2")):
+        assert row["passed"], row["detail"]
+        assert row["detail"].startswith(f"{mode}: loaded the original's checkpoint (`module.` "
+                                        "kept); parameters equal"), row["detail"]
+    assert "torchrun --nproc_per_node=2" in torchrun["note"]
+    assert "torchrun" not in plain["note"].split("; ", 1)[-1]
+
+
+def test_ptl102_a_fix_that_drops_the_wrapper_fails(tmp_path):
+    """The fix this rule used to make (`... else net`): a plain `python` run then
+    cannot load the original's checkpoint (its keys lost the `module.` prefix)."""
+    folder = tmp_path / "fixtures" / "PTL102_data_parallel"
+    shutil.copytree(ROOT / "fixtures" / "PTL102_data_parallel", folder)
+    (tmp_path / "runtime_checks").mkdir()
+    shutil.copy(HERE / "ptl102.py", tmp_path / "runtime_checks" / "ptl102.py")
+    fixed = folder / "fixed.py"
+    text = fixed.read_text()
+    wrap = "else nn.DataParallel(net)  # expect: PTL102"
+    assert wrap in text
+    fixed.write_text(text.replace(wrap, "else net  # expect: PTL102"))
+    proc = ptlint("verify", "PTL102", "--root", str(tmp_path), "--output-format", "json",
+                  "--no-timing", "-j", "2", "--timeout", "180")
+    assert proc.returncode == 1
+    plain, torchrun = rows(proc)["PTL102"], rows(proc)["PTL102 x2"]
+    assert not plain["passed"] and "Missing key(s) in state_dict" in plain["fixed"]["error"]
+    assert torchrun["passed"], torchrun["detail"]  # under torchrun DDP keeps the prefix
 
 
 def test_the_ptl102_fixture_itself_is_used():

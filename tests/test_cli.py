@@ -20,7 +20,8 @@ def wrap(model):
     return model
 """
 CLEAN = "import torch\n\nx = torch.zeros(3)\n"
-FIXED_LINE = "    model = DistributedDataParallel(model) if torch.distributed.is_initialized() else model"
+FIXED_LINE = ("    model = DistributedDataParallel(model) if torch.distributed.is_available() and "
+              "torch.distributed.is_initialized() else nn.DataParallel(model)")
 
 
 def finding_lines(stdout: str) -> list[str]:
@@ -180,7 +181,7 @@ def test_full_format_without_colour_when_piped(cli, project):
     assert "\x1b[" not in out.stdout
     assert "5 |     model = nn.DataParallel(model)" in out.stdout
     assert "^^^^^^^^^^^^^^^^^^^^^^" in out.stdout
-    assert "help (unsafe fix): Wrap in `DistributedDataParallel`" in out.stdout
+    assert "help (unsafe fix): Use `DistributedDataParallel` when a process group" in out.stdout
 
 
 def test_full_format_colour_respects_no_color(cli, project):
@@ -199,7 +200,8 @@ def test_json_format(cli, project):
     assert (item["line"], item["column"], item["end_line"], item["end_column"]) == (5, 13, 5, 35)
     assert item["url"] is None  # as ruff, for a rule without a documentation page online
     fix = item["fix"]
-    assert fix["applicability"] == "unsafe" and fix["message"].startswith("Wrap in")
+    assert fix["applicability"] == "unsafe" and fix["message"].startswith(
+        "Use `DistributedDataParallel`")
     [edit] = fix["edits"]
     assert edit["location"] == {"line": 5, "column": 13}
     assert edit["end_location"] == {"line": 5, "column": 35}

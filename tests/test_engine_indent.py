@@ -22,9 +22,11 @@ def test_multiline_call_replacement_keeps_its_indentation():
     )
     fixed = fix_text(source, "x.py", settings_for("PTL102"), unsafe=True).text
     assert (
-        "        model = DistributedDataParallel(\n"
+        "        model = DistributedDataParallel(model) if torch.distributed.is_available() "
+        "and torch.distributed.is_initialized() else nn.DataParallel(\n"
         "            model,\n"
-        "        ) if torch.distributed.is_initialized() else model\n"
+        "            device_ids=[0],\n"
+        "        )\n"
     ) in fixed
 
 

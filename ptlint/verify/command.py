@@ -97,7 +97,7 @@ def main(args: argparse.Namespace) -> int:
             fork_context(opts.threads)  # before any thread: it briefly swaps os.environ
         with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
             pending = [start_check(p, opts, workdir, pool) for p in plans]
-            rows = [finish_check(p) for p in pending]
+            rows = [row for p in pending for row in finish_check(p)]
     gpu = torch.cuda.get_device_name(0) if device == "cuda" else None
     info = {"torch": torch.__version__, "device": device, "gpu": gpu, "seed": opts.seed,
             "threads": opts.threads, "python": sys.version.split()[0]}

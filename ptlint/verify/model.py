@@ -66,7 +66,12 @@ class Spec:
                              default: both versions' results are equal
       SWEEP: {"steps": (8, 16, 32)}
                              call main(steps=...) with each value to measure memory
-      NPROC: int             launch the fixed version with `torchrun --nproc_per_node=NPROC`
+      NPROC: int | tuple     how the fixed version is launched: 1 with plain `python`,
+                             N > 1 with `torchrun --nproc_per_node=N`; a tuple launches
+                             it once per entry (a row each), e.g. (1, 2): both ways
+      READS_BAD_FILES: bool  the fixed version starts once bad has finished, in the same
+                             working directory (one per check), so it can read what bad
+                             wrote there (a checkpoint, a log)
       reference(device="cpu") -> dict
                              a hand-written third version, run like the others
       note(device) -> str | None
@@ -101,8 +106,14 @@ class Spec:
         return dict(self.get("SWEEP", {}) or {})
 
     @property
-    def nproc(self) -> int:
-        return int(self.get("NPROC", 1))
+    def launches(self) -> tuple[int, ...]:
+        """The process counts the fixed version is launched with, one row each."""
+        value = self.get("NPROC", 1)
+        return tuple(int(n) for n in value) if isinstance(value, (tuple, list)) else (int(value),)
+
+    @property
+    def reads_bad_files(self) -> bool:
+        return bool(self.get("READS_BAD_FILES", False))
 
     @property
     def has_reference(self) -> bool:

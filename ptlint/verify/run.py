@@ -53,7 +53,7 @@ def run_version(label: str, path: Path, function: str, check: Check, device: str
     second process the timing (glibc as usual: a fixed threshold would make every
     large allocation a system call). CUDA memory comes from torch's allocator and
     torchrun is launched once, so there one process does all three."""
-    tag = f"{check.code.replace(',', '_')}_{label}"
+    tag = f"{check.code.replace(',', '_')}_{label}" + (f"_x{nproc}" if nproc > 1 else "")
     base = {
         "file": str(path.resolve()), "function": function, "module": check.module_name,
         "device": device, "seed": opts.seed, "sweep": check.spec.sweep if label != "reference"
@@ -234,44 +234,64 @@ def _forked_worker(job_path: str, log: str) -> None:
 class _Pending:
     check: Check
     device: str
-    nproc: int
+    launches: tuple[int, ...]  # process counts of the fixed version, one row each
     note: str | None
-    futures: list  # bad, fixed[, reference]
+    futures: list  # bad, fixed (one per launch)[, reference]
 
 
 def plan_check(check: Check, opts: Options) -> _Pending:
     """Where the check runs: a check that needs more GPUs than there are runs on CPU."""
-    device, note, nproc = opts.device, None, check.spec.nproc
-    if nproc > 1 and device.startswith("cuda"):
+    device, note, launches = opts.device, None, check.spec.launches
+    most = max(launches)
+    if most > 1 and device.startswith("cuda"):
         import torch
 
-        if torch.cuda.device_count() < nproc:
+        if torch.cuda.device_count() < most:
             device = "cpu"
-            note = (f"needs {nproc} GPUs for NCCL, {torch.cuda.device_count()} found, so it "
+            note = (f"needs {most} GPUs for NCCL, {torch.cuda.device_count()} found, so it "
                     "ran on CPU with gloo")
-    return _Pending(check, device, nproc, note, [])
+    return _Pending(check, device, launches, note, [])
+
+
+def _after(first, run, *args) -> Version:
+    """`run(*args)` once `first` (a future) has finished, whatever its outcome."""
+    first.exception()
+    return run(*args)
 
 
 def start_check(pending: _Pending, opts: Options, workdir: Path,
                 pool: ThreadPoolExecutor) -> _Pending:
-    check, device, nproc = pending.check, pending.device, pending.nproc
-    pending.futures = [
-        pool.submit(run_version, "bad", check.bad, "main", check, device, 1, opts, workdir),
-        pool.submit(run_version, "fixed", check.fixed, "main", check, device, nproc, opts,
-                    workdir),
-    ]
+    """Submit the check's versions. They run in a folder of the check's own (their
+    working directory); the pool takes tasks in order, so a fixed version waiting
+    for bad never waits for a task behind it."""
+    check, device = pending.check, pending.device
+    folder = workdir / check.code.replace(",", "_")
+    folder.mkdir(parents=True, exist_ok=True)
+    bad = pool.submit(run_version, "bad", check.bad, "main", check, device, 1, opts, folder)
+    pending.futures = [bad]
+    for nproc in pending.launches:
+        args = ("fixed", check.fixed, "main", check, device, nproc, opts, folder)
+        pending.futures.append(pool.submit(_after, bad, run_version, *args)
+                               if check.spec.reads_bad_files else pool.submit(run_version, *args))
     if check.spec.has_reference:
         pending.futures.append(pool.submit(run_version, "reference", check.spec.path,
-                                           "reference", check, device, 1, opts, workdir))
+                                           "reference", check, device, 1, opts, folder))
     return pending
 
 
-def finish_check(pending: _Pending) -> Row:
-    check, device, nproc = pending.check, pending.device, pending.nproc
+def finish_check(pending: _Pending) -> list[Row]:
+    """A row per launch of the fixed version, each judged against the same bad run."""
+    check, device = pending.check, pending.device
     versions = [f.result() for f in pending.futures]
-    b, f = versions[0], versions[1]
-    r = versions[2] if len(versions) > 2 else None
-    errors = [(v.label, v.error) for v in versions if v.error]
+    b = versions[0]
+    fixed = versions[1:1 + len(pending.launches)]
+    r = versions[-1] if check.spec.has_reference else None
+    return [_row(check, device, pending.note, b, f, r) for f in fixed]
+
+
+def _row(check: Check, device: str, plan_note: str | None, b: Version, f: Version,
+         r: Version | None) -> Row:
+    errors = [(v.label, v.error) for v in (b, f, r) if v is not None and v.error]
     if errors:
         passed = False
         detail = "; ".join(f"{label} failed: {error.strip().splitlines()[-1]}"
@@ -284,9 +304,9 @@ def finish_check(pending: _Pending) -> Row:
             where = check.spec.path.name if check.spec.path else "the check"
             detail = (f"the check raised {type(exc).__name__}: {exc} (does main() return "
                       f"what {where} expects?)")
-    notes = [n for n in (pending.note, check.spec.note(device), b.note, f.note) if n]
-    if nproc > 1 and not errors:
-        notes.append(f"the fixed version was launched with `torchrun --nproc_per_node={nproc}`"
+    notes = [n for n in (plan_note, check.spec.note(device), b.note, f.note) if n]
+    if f.nproc > 1 and not errors:
+        notes.append(f"the fixed version was launched with `torchrun --nproc_per_node={f.nproc}`"
                      "; its time and memory are rank 0's")
     return Row(check, device, bool(passed), detail, b, f, r,
                f"{check.code}: " + "; ".join(notes) if notes else None)

@@ -1,7 +1,8 @@
 """Loaded at interpreter start-up when tests/robust_plugin is on PYTHONPATH
-(tests/test_robustness.py does that for its subprocesses): makes the
-misbehaving test rules in rules/ visible to ptlint's registry, can make a
-file vanish between discovery and reading, and counts operations. Never shipped."""
+(tests/test_robustness.py and tests/test_notebook.py do that for their
+subprocesses): makes the misbehaving test rules in rules/ visible to ptlint's
+registry, lets PTL102 fix notebooks, can make a file vanish between discovery
+and reading, and counts operations. Never shipped."""
 import os
 
 if os.environ.get("PTLINT_TEST_COUNT"):
@@ -44,6 +45,19 @@ if os.environ.get("PTLINT_TEST_RULES"):
     from ptlint.rule import registry
 
     ptlint._catalog.RULES.update((c, (r.name, r.default_enabled)) for c, r in registry().items())
+
+if os.environ.get("PTLINT_TEST_NOTEBOOK_FIXES"):
+    # PTL102 offers its fix in notebooks too: the notebook tests use it as a fix that
+    # adds an import (the rule itself offers none there)
+    from ptlint.rules import ptl102_data_parallel
+
+    _init = ptl102_data_parallel.DataParallel.__init__
+
+    def _fixing_in_notebooks(self, context):
+        _init(self, context)
+        self.notebook = False
+
+    ptl102_data_parallel.DataParallel.__init__ = _fixing_in_notebooks
 
 if os.environ.get("PTLINT_TEST_VANISH"):
     import ptlint.io.files

@@ -1,0 +1,88 @@
+"""Device-placement rules (PTL101, PTL102) where a fixture file cannot show the
+behaviour: whole-file conditions, several rules fixing together, notebooks and
+test files. Through the command line, as a user runs it."""
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def codes(proc) -> list[tuple[int, str]]:
+    return [(f["location"]["line"], f["code"]) for f in json.loads(proc.stdout)]
+
+
+MOVES = """\
+    import torch
+
+    def make(device, n):
+        return torch.zeros(n).long().to(device)
+    """
+
+
+def test_ptl101_silent_where_the_file_changes_the_default_device(cli, tmp_path):
+    moved = write(tmp_path / "moved.py", MOVES)
+    assert codes(cli(str(moved), "--select", "PTL101", "--output-format", "json")) == [
+        (4, "PTL101")]
+    for setting in ('torch.set_default_device("cuda")',
+                    "torch.set_default_tensor_type(torch.cuda.FloatTensor)"):
+        other = write(tmp_path / "default.py", MOVES + setting + "\n")
+        proc = cli(str(other), "--select", "PTL101", "--output-format", "json")
+        assert proc.returncode == 0 and codes(proc) == [], setting
+
+
+def test_ptl101_and_ptl230_fix_a_legacy_constructor_into_one_factory(cli, tmp_path):
+    script = write(tmp_path / "legacy.py", """\
+        import torch
+
+        def mask(b, device):
+            return torch.Tensor(b, b).fill_(1).to(device)
+        """)
+    only = cli(str(script), "--select", "PTL101", "--fix", "--unsafe-fixes")
+    assert only.returncode == 1  # reported; its fix waits for PTL230's
+    assert "torch.Tensor(b, b).fill_(1).to(device)" in script.read_text()
+    both = cli(str(script), "--select", "PTL101,PTL230", "--fix")
+    assert both.returncode == 0, both.stdout
+    assert "return torch.full((b, b), 1.0, device=device)" in script.read_text()
+
+
+WRAP = """\
+    import torch.nn as nn
+
+    def wrap(model):
+        model = nn.DataParallel(model)
+        return model
+    """
+
+
+def test_ptl102_offers_no_fix_in_a_notebook(cli, tmp_path):
+    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+              "source": textwrap.dedent(WRAP)}]
+    notebook = tmp_path / "train.ipynb"
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
+                                    "nbformat_minor": 5}))
+    before = notebook.read_bytes()
+    proc = cli(str(notebook), "--select", "PTL102", "--output-format", "json")
+    [finding] = json.loads(proc.stdout)
+    assert (finding["cell"], finding["code"], finding["fix"]) == (0, "PTL102", None)
+    assert cli(str(notebook), "--select", "PTL102", "--fix", "--unsafe-fixes").returncode == 1
+    assert notebook.read_bytes() == before
+    script = write(tmp_path / "train.py", WRAP)  # the same code in a script has one
+    [finding] = json.loads(cli(str(script), "--select", "PTL102", "--output-format",
+                               "json").stdout)
+    assert finding["fix"]["applicability"] == "unsafe"
+
+
+def test_ptl102_silent_in_test_files(cli, tmp_path):
+    write(tmp_path / "tests" / "test_checkpoint.py", WRAP)
+    write(tmp_path / "helpers_test.py", WRAP)
+    write(tmp_path / "src" / "model.py", WRAP)
+    proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
+    assert [line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line] == [
+        "src/model.py"]
