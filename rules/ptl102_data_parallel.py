@@ -54,8 +54,8 @@ class _Wrap:
     replaced: cst.BaseExpression  # what the fix replaces: the call, or `call.to(device)`
     target: str | None  # the name or attribute it is assigned to
     owner: cst.CSTNode  # where that name lives: the function, the class (`self.x`), the module
-    fixable: bool
-    moved_later: bool = False  # the model is moved to a device in a later statement
+    rebuildable: bool  # a module argument and no `*args`/`**kwargs`
+    on_device: bool  # the model was moved to a device before the wrap, or by a chained move
 
 
 class DataParallel(TracksTests, Rule):
@@ -116,12 +116,15 @@ class DataParallel(TracksTests, Rule):
       keeps the model as `.module`, so saved state dicts keep their
       `module.` prefix and a checkpoint written before the fix loads after
       it, in either launch mode;
-    - a device move chained to the wrap moves the model before
-      `DistributedDataParallel` wraps it
+    - `DistributedDataParallel` must wrap a model already on its device. A
+      device move chained to the wrap moves the model first
       (`DataParallel(m).to(device)` becomes
       `DistributedDataParallel(m.to(device)) if ... else DataParallel(m).to(device)`);
-      a model moved in a later statement is reported without a fix (move
-      it first);
+      a model moved before the wrap in the same function (`m.cuda()`,
+      `m = Net().to(device)`, `DataParallel(m.cuda())`) is wrapped as it is;
+      a model moved only after the wrap, or whose device this function does
+      not show (a parameter, a model built elsewhere), is reported without a
+      fix: move it to its device before wrapping it;
     - what changes: a script that initialises a process group (launched
       with `torchrun`) now trains with `DistributedDataParallel`, which
       averages gradients across processes, expects every process to run the
@@ -152,7 +155,8 @@ class DataParallel(TracksTests, Rule):
         self.branches: list[bool] = []  # for each branch entered: is it one of those
         self.wraps: list[_Wrap] = []
         self.owners: list[cst.CSTNode] = []  # module, then the enclosing classes and functions
-        self.notebook = context.path.endswith(".ipynb")
+        self.on_device: set[tuple[int, str]] = set()  # (owner, name) moved to a device so far
+        self.notebook = context.path.endswith(".ipynb")  # no fix there
 
     def visit_Module(self, node: cst.Module) -> None:
         self.owners.append(node)
@@ -229,6 +233,8 @@ class DataParallel(TracksTests, Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         target = dotted(node.targets[0].target) if len(node.targets) == 1 else None
         self.assigned[id(node.value)] = target
+        if target is not None and _moved(node.value):  # `model = Net().to(device)`
+            self.on_device.add((id(self._owner(target)), target))
 
     def visit_Return(self, node: cst.Return) -> None:
         if node.value is not None:  # a whole value: the fix needs no parentheses there
@@ -250,31 +256,42 @@ class DataParallel(TracksTests, Rule):
         if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
             if isinstance(func.value, cst.Call):
                 self.moves[id(func.value)] = node
-            target = dotted(func.value)
-            for wrap in self.wraps:
-                if wrap.target == target and wrap.owner is self._owner(target):
-                    wrap.moved_later = True
+            moved = dotted(func.value)
+            if moved is not None:  # `model.cuda()`
+                self.on_device.add((id(self._owner(moved)), moved))
         if isinstance(func, (cst.Call, cst.Subscript)) or self.in_test or self.fallback:
             return
         if self.qualified_name(func) not in _DATA_PARALLEL:
             return
         replaced = self.moves.get(id(node), node)
-        fixable = bool(node.args) and not any(a.star for a in node.args) and (
+        rebuildable = bool(node.args) and not any(a.star for a in node.args) and (
             node.args[0].keyword is None or node.args[0].keyword.value == "module")
+        on_device = replaced is not node  # `DataParallel(m).to(device)`
+        if rebuildable and not on_device:  # moved before the wrap?
+            module = node.args[0].value
+            name = dotted(module)
+            on_device = _moved(module) or name is not None and (
+                id(self._owner(name)), name) in self.on_device
         target = self.assigned.get(id(replaced))
-        self.wraps.append(_Wrap(node, replaced, target, self._owner(target), fixable))
+        self.wraps.append(_Wrap(node, replaced, target, self._owner(target), rebuildable,
+                                on_device))
 
     def leave_Module(self, original_node: cst.Module) -> None:
         trains = any(text in self.context.source for text in _TRAINS)
         for wrap in self.wraps:
             if not trains and wrap.target is not None and self._inference_only(wrap):
                 continue
-            if self.notebook or not wrap.fixable or wrap.moved_later:
+            if not self._fixable(wrap):
                 self.report(wrap.call)
                 continue
             self.report(wrap.call, edits=[(wrap.replaced, self._fixed(wrap))],
                         imports=("import torch",
                                  "from torch.nn.parallel import DistributedDataParallel"))
+
+    def _fixable(self, wrap: _Wrap) -> bool:
+        """A script (a notebook kernel cannot be launched with torchrun), a call that can
+        be rebuilt, and a model on its device when DDP wraps it."""
+        return not self.notebook and wrap.rebuildable and wrap.on_device
 
     def _fixed(self, wrap: _Wrap) -> cst.BaseExpression:
         """`DistributedDataParallel(m) if <process group> else <the original>`; a device
@@ -328,6 +345,15 @@ class DataParallel(TracksTests, Rule):
             inside = returned or isinstance(node, (cst.Return, cst.Yield))
             stack.extend((child, below, inner, inside) for child in reversed(children(node)))
         return run
+
+
+def _moved(expr: cst.BaseExpression) -> bool:
+    """`x.to(device)`, `Net().cuda()`, `x.to(device).eval()`: a chain with a device move."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value in ("to", "cuda"):
+            return True
+        expr = expr.func.value
+    return False
 
 
 def _binds(node: cst.CSTNode, name: str | None) -> bool:

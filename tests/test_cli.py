@@ -16,12 +16,12 @@ import torch.nn as nn
 
 
 def wrap(model):
-    model = nn.DataParallel(model)
+    model = nn.DataParallel(model.cuda())
     return model
 """
 CLEAN = "import torch\n\nx = torch.zeros(3)\n"
-FIXED_LINE = ("    model = DistributedDataParallel(model) if torch.distributed.is_available() and "
-              "torch.distributed.is_initialized() else nn.DataParallel(model)")
+FIXED_LINE = ("    model = DistributedDataParallel(model.cuda()) if torch.distributed.is_available() "
+              "and torch.distributed.is_initialized() else nn.DataParallel(model.cuda())")
 
 
 def finding_lines(stdout: str) -> list[str]:
@@ -122,7 +122,7 @@ def test_diff_changes_nothing(cli, project):
     assert (project / "src/train.py").read_text() == BAD
     assert "--- a/src/train.py" in out.stdout and "+++ b/src/train.py" in out.stdout
     assert "+" + FIXED_LINE in out.stdout
-    assert "-    model = nn.DataParallel(model)" in out.stdout
+    assert "-    model = nn.DataParallel(model.cuda())" in out.stdout
     assert cli("src/ok.py", "--diff", cwd=project).returncode == 0
     # without --unsafe-fixes there is nothing safe to apply
     assert cli("src", "--diff", cwd=project).returncode == 0
@@ -179,8 +179,8 @@ def test_concise_format(cli, project):
 def test_full_format_without_colour_when_piped(cli, project):
     out = cli("src/train.py", cwd=project)
     assert "\x1b[" not in out.stdout
-    assert "5 |     model = nn.DataParallel(model)" in out.stdout
-    assert "^^^^^^^^^^^^^^^^^^^^^^" in out.stdout
+    assert "5 |     model = nn.DataParallel(model.cuda())" in out.stdout
+    assert "^" * 29 in out.stdout
     assert "help (unsafe fix): Use `DistributedDataParallel` when a process group" in out.stdout
 
 
@@ -197,15 +197,15 @@ def test_json_format(cli, project):
     [item] = json.loads(out.stdout)
     assert item["code"] == "PTL102" and item["name"] == "data-parallel"
     assert item["path"] == "src/train.py"
-    assert (item["line"], item["column"], item["end_line"], item["end_column"]) == (5, 13, 5, 35)
+    assert (item["line"], item["column"], item["end_line"], item["end_column"]) == (5, 13, 5, 42)
     assert item["url"] is None  # as ruff, for a rule without a documentation page online
     fix = item["fix"]
     assert fix["applicability"] == "unsafe" and fix["message"].startswith(
         "Use `DistributedDataParallel`")
     [edit] = fix["edits"]
     assert edit["location"] == {"line": 5, "column": 13}
-    assert edit["end_location"] == {"line": 5, "column": 35}
-    assert edit["content"].startswith("DistributedDataParallel(model) if")
+    assert edit["end_location"] == {"line": 5, "column": 42}
+    assert edit["content"].startswith("DistributedDataParallel(model.cuda()) if")
     assert json.loads(cli("src/ok.py", "--output-format", "json", cwd=project).stdout) == []
 
 
@@ -238,13 +238,13 @@ def test_sarif_has_what_github_code_scanning_needs(cli, project):
     assert result["message"]["text"]
     location = result["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == "src/train.py"
-    assert location["region"] == {"startLine": 5, "startColumn": 13, "endLine": 5, "endColumn": 35}
+    assert location["region"] == {"startLine": 5, "startColumn": 13, "endLine": 5, "endColumn": 42}
 
 
 def test_github_format(cli, project):
     out = cli("src/train.py", "--output-format", "github", cwd=project)
     assert out.stdout.startswith(
-        "::warning title=ptlint (PTL102),file=src/train.py,line=5,col=13,endColumn=35,endLine=5::"
+        "::warning title=ptlint (PTL102),file=src/train.py,line=5,col=13,endColumn=42,endLine=5::"
         "src/train.py:5:13: PTL102 ")
 
 
@@ -369,7 +369,7 @@ def test_per_file_ignores(cli, project):
     ("  # noqa: PTL001", False), ("  # noqa: E501", False),
 ])
 def test_noqa(cli, project, comment, silent):
-    (project / "src/train.py").write_text(BAD.replace("(model)\n    return", f"(model){comment}\n    return"))
+    (project / "src/train.py").write_text(BAD.replace("cuda())\n    return", f"cuda()){comment}\n    return"))
     assert cli("src/train.py", cwd=project).returncode == (0 if silent else 1)
 
 

@@ -33,20 +33,16 @@ def ddp_fix(module: str, original: str) -> str:
     return f"DistributedDataParallel({module}) if {GUARD} else {original}"
 
 
-# PTL102 offers no fix in notebooks (a kernel cannot be launched with torchrun). The
-# notebook machinery is tested with its fix all the same: in this process through
-# the fixture below, in `ptlint` subprocesses through tests/robust_plugin.
+# PTL102 offers no fix in notebooks (a kernel cannot be launched with torchrun), nor
+# for a model not yet on its device. The notebook machinery is tested with its fix
+# all the same, wherever the call can be rebuilt: in this process through the fixture
+# below, in `ptlint` subprocesses through tests/robust_plugin.
 @pytest.fixture(autouse=True)
 def ptl102_fixes_notebooks(monkeypatch):
     from ptlint.rules import ptl102_data_parallel
 
-    init = ptl102_data_parallel.DataParallel.__init__
-
-    def fixing_in_notebooks(self, context):
-        init(self, context)
-        self.notebook = False
-
-    monkeypatch.setattr(ptl102_data_parallel.DataParallel, "__init__", fixing_in_notebooks)
+    monkeypatch.setattr(ptl102_data_parallel.DataParallel, "_fixable",
+                        lambda self, wrap: wrap.rebuildable)
 
 
 def run_cli(*args: str, env: dict | None = None, **kwargs):

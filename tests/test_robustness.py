@@ -32,7 +32,7 @@ from ptlint.engine.run import process_file
 from ptlint.io.diff import unified_diff
 
 PLUGIN = Path(__file__).resolve().parent / "robust_plugin"
-DP = "import torch\nm = torch.nn.DataParallel(model)\n"
+DP = "import torch\nm = torch.nn.DataParallel(model.cuda())\n"
 BOM = b"\xef\xbb\xbf"
 
 
@@ -66,23 +66,23 @@ ZOO: dict[str, bytes] = {
     "not_utf8.py": b'x = 1\ns = "\xff\xfe"\n',
     "not_utf8_late.py": b"x = 1\ny = 2\nz = '\xff'\n",
     "latin1_cookie.py": (b"# -*- coding: latin-1 -*-\nimport torch\nname = 'caf\xe9'\n"
-                         b"m = torch.nn.DataParallel(model)\n"),
+                         b"m = torch.nn.DataParallel(model.cuda())\n"),
     "rot13_cookie.py": b"# coding: rot13\nx = 1\n",
     "bom.py": BOM + DP.encode(),
     "crlf.py": DP.replace("\n", "\r\n").encode(),
-    "mixed_endings.py": b"import torch\r\nx = 1\nm = torch.nn.DataParallel(model)\r\ny = 2\n",
+    "mixed_endings.py": b"import torch\r\nx = 1\nm = torch.nn.DataParallel(model.cuda())\r\ny = 2\n",
     "cr_only.py": DP.replace("\n", "\r").encode(),
     "formfeed_tabs.py": (b"import torch\n\x0c\ndef f(model):\n\tif model:\n"
-                         b"\t\treturn torch.nn.DataParallel(model)\n"),
+                         b"\t\treturn torch.nn.DataParallel(model.cuda())\n"),
     "null_byte.py": b"x = 1\ny = 2\x00\n",
-    "null_in_comment.py": b"import torch\n# \x00\nm = torch.nn.DataParallel(model)\n",
+    "null_in_comment.py": b"import torch\n# \x00\nm = torch.nn.DataParallel(model.cuda())\n",
     "empty.py": b"",
     "deep_parens.py": ("x = " + "(" * 1000 + "1" + ")" * 1000 + "\n").encode(),
     "long_sum.py": ("x = " + "+".join(["a"] * 100_000) + "\n").encode(),
     # it mentions DataParallel, so a rule needs it parsed (a file no rule needs
     # only gets CPython's syntax check, which accepts it)
     "deep_subscripts.py": ("import torch\nx = a" + "[0]" * 600
-                           + "\nm = torch.nn.DataParallel(m)\n").encode(),
+                           + "\nm = torch.nn.DataParallel(m.cuda())\n").encode(),
     "x.py/inside.py": DP.encode(),  # a directory named x.py
 }
 
@@ -419,7 +419,7 @@ def test_fix_keeps_encoding_bom_line_endings_mode_and_symlinks(fix_dir):
 
 
 def test_diff_applies_with_patch_even_with_form_feeds(fix_dir):
-    text = "import torch\nx = 1; \x0c y = 2\nm = torch.nn.DataParallel(model)"  # no final newline
+    text = "import torch\nx = 1; \x0c y = 2\nm = torch.nn.DataParallel(model.cuda())"  # no final newline
     diff = unified_diff("x.py", text, fixed(text))
     assert "\\ No newline at end of file" in diff
     (fix_dir / "x.py").rename(fix_dir / "folder")
@@ -433,7 +433,7 @@ def test_diff_applies_with_patch_even_with_form_feeds(fix_dir):
 @pytest.mark.parametrize("data", [
     b'x = "\xff"\n',  # not UTF-8: PTL000, printed back unchanged
     b"def f(:\n",  # a syntax error
-    b"# -*- coding: latin-1 -*-\nimport torch\ns = 'caf\xe9'\nm = torch.nn.DataParallel(model)\n",
+    b"# -*- coding: latin-1 -*-\nimport torch\ns = 'caf\xe9'\nm = torch.nn.DataParallel(model.cuda())\n",
     BOM + DP.replace("\n", "\r\n").encode(),
     b"",
 ], ids=["not-utf8", "syntax-error", "latin1", "bom-crlf", "empty"])
@@ -490,7 +490,7 @@ def test_fix_loop_stops_at_its_bound_and_says_so(tmp_path):
 
 def test_form_feed_before_a_statement_is_not_fixed(tmp_path):
     # LibCST drops such a form feed and its columns after it are off: no fix is offered.
-    text = "import torch\n\x0cm = torch.nn.DataParallel(model)\n"
+    text = "import torch\n\x0cm = torch.nn.DataParallel(model.cuda())\n"
     (tmp_path / "a.py").write_bytes(text.encode())
     proc = ptlint(str(tmp_path / "a.py"), "--select", "PTL102", "--output-format", "json")
     [f] = json.loads(proc.stdout)
@@ -500,8 +500,8 @@ def test_form_feed_before_a_statement_is_not_fixed(tmp_path):
 
 
 def test_full_output_neutralises_control_characters_and_huge_lines(tmp_path):
-    (tmp_path / "a.py").write_text("import torch\nm = torch.nn.DataParallel(model)  # \x1b[2J\x07\n"
-                                   "x = '" + "ab" * 100_000 + "'; torch.nn.DataParallel(model)\n")
+    (tmp_path / "a.py").write_text("import torch\nm = torch.nn.DataParallel(model.cuda())  # \x1b[2J\x07\n"
+                                   "x = '" + "ab" * 100_000 + "'; torch.nn.DataParallel(model.cuda())\n")
     proc = ptlint(str(tmp_path / "a.py"), "--select", "PTL102")
     assert proc.returncode == 1
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\u241b[2J" in proc.stdout
@@ -514,7 +514,7 @@ def test_full_output_neutralises_control_characters_and_huge_lines(tmp_path):
 
 
 def test_ten_megabyte_file(tmp_path):
-    code = DP + "".join(f"def f{i}(model):\n    return torch.nn.DataParallel(model)\n\n\n"
+    code = DP + "".join(f"def f{i}(model):\n    return torch.nn.DataParallel(model.cuda())\n\n\n"
                         for i in range(200))
     filler = ('DATA = """\n' + ("0123456789abcdef" * 6 + "\n") * 100_000 + '"""\n'
               + ("# " + "c" * 97 + "\n") * 3000)
@@ -609,10 +609,10 @@ def test_libcst_only_failure_is_not_a_syntax_error():
 
 
 def test_fix_never_writes_through_a_libcst_round_trip_loss():
-    text = "import torch\r\nm = torch.nn.DataParallel(model)\r\n\r"  # ends with a lone \r
+    text = "import torch\r\nm = torch.nn.DataParallel(model.cuda())\r\n\r"  # ends with a lone \r
     out = fix_text(text, "x.py", settings_for("PTL102"), unsafe=True)
-    assert out.applied == 1 and out.text.endswith("model\r\n\r")
-    text = "import torch\n\x0cm = torch.nn.DataParallel(model)\n"
+    assert out.applied == 1 and out.text.endswith("DataParallel(model.cuda())\r\n\r")
+    text = "import torch\n\x0cm = torch.nn.DataParallel(model.cuda())\n"
     assert fix_text(text, "x.py", settings_for("PTL102"), unsafe=True).text == text
 
 

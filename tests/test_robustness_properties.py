@@ -30,11 +30,11 @@ SCALE = float(os.environ.get("PTLINT_PROPERTY_SCALE", "1"))
 def examples(n: int) -> int:
     return max(1, int(n * SCALE))
 
-DP = "import torch\nm = torch.nn.DataParallel(model)\n"
+DP = "import torch\nm = torch.nn.DataParallel(model.cuda())\n"
 SOURCES = sorted(
     {p.read_text(encoding="utf-8") for d in fixture_dirs() for p in d.glob("*.py")}
     | {DP, DP.replace("\n", "\r\n"), DP.replace("\n", "\r"),
-       "import torch.nn as nn\n\n\ndef f(net):\n\tif net:\n\t\treturn nn.DataParallel(net)\n"}
+       "import torch.nn as nn\n\n\ndef f(net):\n\tif net:\n\t\treturn nn.DataParallel(net.cuda())\n"}
 )
 TOKENS = [
     "(", ")", "[", "]", "{", "}", ":", ",", ";", "=", ".", "*", "**", "@", "+", "-",

@@ -47,17 +47,11 @@ if os.environ.get("PTLINT_TEST_RULES"):
     ptlint._catalog.RULES.update((c, (r.name, r.default_enabled)) for c, r in registry().items())
 
 if os.environ.get("PTLINT_TEST_NOTEBOOK_FIXES"):
-    # PTL102 offers its fix in notebooks too: the notebook tests use it as a fix that
-    # adds an import (the rule itself offers none there)
+    # PTL102 fixes every call it can rebuild, notebooks included: the notebook tests use
+    # it as a fix that adds an import (the rule itself offers none in notebooks)
     from ptlint.rules import ptl102_data_parallel
 
-    _init = ptl102_data_parallel.DataParallel.__init__
-
-    def _fixing_in_notebooks(self, context):
-        _init(self, context)
-        self.notebook = False
-
-    ptl102_data_parallel.DataParallel.__init__ = _fixing_in_notebooks
+    ptl102_data_parallel.DataParallel._fixable = lambda self, wrap: wrap.rebuildable
 
 if os.environ.get("PTLINT_TEST_VANISH"):
     import ptlint.io.files
