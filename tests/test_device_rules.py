@@ -56,7 +56,7 @@ WRAP = """\
     import torch.nn as nn
 
     def wrap(model):
-        model = nn.DataParallel(model)
+        model = nn.DataParallel(model.cuda())
         return model
     """
 
