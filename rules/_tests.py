@@ -19,15 +19,27 @@ def _is_test(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.ClassDef) and node.name.value.startswith("Test")
 
 
+def uses_a_test_framework(source: str) -> bool:
+    """The file mentions pytest or unittest: its `test*` functions and `Test*`
+    classes are tests (elsewhere `test_step(model, loader)` is an evaluation step)."""
+    return "pytest" in source or "unittest" in source
+
+
 class TracksTests:
     """`self.in_test`: the node being visited is in a test file, or inside a
-    `test*` function or a `Test*` class."""
+    `test*` function or a `Test*` class. A rule that sets `test_names_need_a_framework`
+    counts those names only in a file that uses pytest or unittest."""
 
     _test_depth = 0
+    test_names_need_a_framework = False
 
     @property
     def in_test(self) -> bool:
-        return self._test_depth > 0 or is_test_file(self.context.path)  # type: ignore[attr-defined]
+        context = self.context  # type: ignore[attr-defined]
+        if is_test_file(context.path):
+            return True
+        return self._test_depth > 0 and (not self.test_names_need_a_framework
+                                         or uses_a_test_framework(context.source))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._test_depth += _is_test(node)

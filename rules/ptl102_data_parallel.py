@@ -77,8 +77,9 @@ class DataParallel(TracksTests, Rule):
       `torch.no_grad()` / `torch.inference_mode()` (a block or a decorated
       function) and is not returned: `DistributedDataParallel` is a training
       wrapper;
-    - test code (test files, `test*` functions, `Test*` classes), where
-      `DataParallel` support itself is what is tested.
+    - test code (test files, and `test*` functions and `Test*` classes in a
+      file that uses pytest or unittest), where `DataParallel` support itself
+      is what is tested.
 
     ## Why is this bad?
     `DataParallel` runs a single process: it copies the whole model to every
@@ -146,6 +147,7 @@ class DataParallel(TracksTests, Rule):
     fix_safety = Safety.UNSAFE
     tags = ("performance",)
     requires_text = ("DataParallel",)
+    test_names_need_a_framework = True  # `test_step(model)` is an evaluation step
 
     def __init__(self, context) -> None:
         super().__init__(context)

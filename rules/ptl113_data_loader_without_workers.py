@@ -4,22 +4,31 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.fixers.arguments import argument
-from ptlint.rule import Rule
-from ptlint.rules._tests import TracksTests
-
-_DATA_LOADER = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
+from ptlint.rules._loaders import Loader, LoaderRule
 
 
-class DataLoaderWithoutWorkers(TracksTests, Rule):
+class DataLoaderWithoutWorkers(LoaderRule):
     """
     ## What it does
     Flags `torch.utils.data.DataLoader(...)` created without `num_workers`
-    or with a literal `num_workers=0` (also when passed positionally).
-    Loaders that receive `*args` or `**kwargs` (which may set it) and
-    loaders whose `num_workers` is any other expression are not flagged.
+    or with a literal `num_workers=0` (also when passed positionally), when
+    the loader is iterated or passed on (returned, stored, given to a
+    function). Loaders that receive `*args` or `**kwargs` (which may set it)
+    and loaders whose `num_workers` is any other expression are not flagged.
 
-    Test code (test files, `test*` functions, `Test*` classes) is not
-    flagged. Off by default: small datasets held in memory, tensors already on the
+    Not flagged either, because there is nothing for workers to overlap:
+
+    - a loader that is only inspected (`next(iter(loader))`, `len(loader)`,
+      `print(loader)`) or never used;
+    - a loader over indices or values already in memory
+      (`DataLoader(range(n), ...)`, `DataLoader(torch.arange(n), ...)`, a
+      list or tuple display);
+    - the whole dataset in one batch (`batch_size=len(dataset)`,
+      `x.shape[0]`, `x.size(0)`);
+    - test code (test files, and `test*` functions and `Test*` classes in a
+      file that uses pytest or unittest).
+
+    Off by default: small datasets held in memory, tensors already on the
     GPU and debugging sessions are fine without workers. Enable it with
     `--extend-select PTL113`.
 
@@ -33,6 +42,8 @@ class DataLoaderWithoutWorkers(TracksTests, Rule):
     ```python
     from torch.utils.data import DataLoader
     loader = DataLoader(dataset, batch_size=64, shuffle=True)
+    for images, labels in loader:
+        ...
     ```
 
     Use instead:
@@ -40,6 +51,8 @@ class DataLoaderWithoutWorkers(TracksTests, Rule):
     from torch.utils.data import DataLoader
     loader = DataLoader(dataset, batch_size=64, shuffle=True, num_workers=4,
                         persistent_workers=True)
+    for images, labels in loader:
+        ...
     ```
 
     ## References
@@ -52,12 +65,9 @@ class DataLoaderWithoutWorkers(TracksTests, Rule):
     tags = ("performance",)
     requires_text = ("DataLoader",)
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if self.in_test:
-            return  # test code: speed does not matter there
-        if isinstance(node.func, (cst.Call, cst.Subscript)):
-            return
-        if not self.is_name(node.func, *_DATA_LOADER) or any(a.star for a in node.args):
+    def check(self, loader: Loader) -> None:
+        node = loader.call
+        if loader.in_test or any(a.star for a in node.args) or self.skipped(loader):
             return
         workers = argument(node, "num_workers", 5)
         if workers is None:

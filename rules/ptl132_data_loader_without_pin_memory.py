@@ -1,41 +1,31 @@
 """PTL132 data-loader-without-pin-memory."""
 from __future__ import annotations
 
-import libcst as cst
-
 from ptlint.fixers.arguments import keyword, with_keyword
 from ptlint.model import Safety
-from ptlint.analysis.names import dotted
-from ptlint.rule import Rule
+from ptlint.rules._loaders import Loader, LoaderRule
 
-_LOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
 _PIN_MEMORY_INDEX = 7  # DataLoader's 8th parameter
 
 
-def _device_like(node: cst.BaseExpression) -> bool:
-    """`"cuda"`, `"cuda:0"`, `device`, `self.device`, `args.device`, `torch.device(...)`."""
-    if isinstance(node, cst.SimpleString):
-        return node.evaluated_value.startswith("cuda")
-    if isinstance(node, cst.Name):
-        return "device" in node.value.lower()
-    if isinstance(node, cst.Attribute):
-        return "device" in node.attr.value.lower()
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        return node.func.attr.value == "device"
-    return False
-
-
-class DataLoaderWithoutPinMemory(Rule):
+class DataLoaderWithoutPinMemory(LoaderRule):
     """
     ## What it does
     Flags `DataLoader(...)` calls that do not pass `pin_memory=` when the
     batches go to a CUDA device: a loop over the loader moves what it yields
     with `.cuda()`, `.to(device)` (a `"cuda..."` string, a name or attribute
     called `device`, or `device=`) or `.type(torch.cuda.FloatTensor)`, in a
-    file that mentions CUDA. A loader that is returned or passed on (so the
-    loop lives elsewhere) counts when some loop in the file moves its batches.
-    Calls with `*args`/`**kwargs` (which may set it) and an explicit
-    `pin_memory=False` are left alone.
+    file that mentions CUDA. A loader that is returned, stored or passed to
+    a function (so the loop may live elsewhere) counts when some loop in the
+    file moves its batches. A loader iterated in place
+    (`for x in DataLoader(...)`) is judged by that loop alone.
+
+    Left alone: calls with `*args`/`**kwargs` (which may set it), an explicit
+    `pin_memory=False`, a loader only inspected (`next(iter(loader))`,
+    `len(loader)`) or never used, a loader over indices or values already in
+    memory (`DataLoader(range(n), ...)`), the whole dataset in one batch
+    (`batch_size=len(dataset)`) and test code (test files, and `test*`
+    functions and `Test*` classes in a file that uses pytest or unittest).
 
     This rule is off by default: whether pinning pays off depends on the
     batch size, the number of workers and the host's memory.
@@ -86,125 +76,13 @@ class DataLoaderWithoutPinMemory(Rule):
     tags = ("performance",)
     requires_text = ("DataLoader",)
 
-    def __init__(self, context) -> None:
-        super().__init__(context)
-        self.loaders: list[tuple[cst.Call, tuple[int, str] | None]] = []
-        self.assigned: dict[int, tuple[int, str]] = {}  # id(value) -> (scope, name) it is bound to
-        self.loops: list[tuple[set[tuple[int, str]], set[str]]] = []  # (iterated, batch names)
-        self.iterated: set[tuple[int, str]] = set()  # loaders some loop iterates over
-        self.moved: set[tuple[int, str]] = set()  # loaders some loop moves the batches of
-        self.scopes: list[tuple[int, set[str]]] = [(0, set())]  # function id, names bound in it
-        self.cuda_types: set[str] = set()  # `Tensor = torch.cuda.FloatTensor if cuda else ...`
-        self.mentions_cuda = "cuda" in context.source
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        params = node.params
-        names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-        self.scopes.append((id(node), names))
-
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.scopes.pop()
-
-    def _key(self, name: str, *, binding: bool = False) -> tuple[int, str]:
-        """Which function's `name` this is: the current one's if bound there."""
-        scope, names = self.scopes[-1]
-        if binding:
-            names.add(name.split(".", 1)[0])
-        if name.split(".", 1)[0] in names:
-            return scope, name
-        return 0, name
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        name = dotted(node.targets[0].target) if len(node.targets) == 1 else None
-        if name is not None:
-            self.assigned[id(node.value)] = self._key(name, binding=True)
-            if "torch.cuda." in cst.Module([]).code_for_node(node.value):
-                self.cuda_types.add(name)
-        if self.loops:  # `inputs, labels = batch`: still the batch
-            batch = self.loops[-1][1]
-            if _root(node.value) in batch:
-                for target in node.targets:
-                    batch.update(_names(target.target))
-
-    def visit_For(self, node: cst.For) -> None:
-        iterated = {self._key(name) for name in _iterated(node.iter)}
-        self.iterated |= iterated
-        self.loops.append((iterated, _names(node.target)))
-
-    def leave_For(self, node: cst.For) -> None:
-        self.loops.pop()
-
-    def _moves_to_gpu(self, node: cst.Call) -> bool:
-        func = node.func
-        assert isinstance(func, cst.Attribute)
-        method = func.attr.value
-        if method == "cuda":
-            return True
-        if method == "to":
-            return (bool(node.args) and _device_like(node.args[0].value)) \
-                or keyword(node, "device") is not None
-        if method == "type" and node.args:
-            arg = node.args[0].value
-            return dotted(arg) in self.cuda_types or ".cuda." in cst.Module([]).code_for_node(arg)
-        return False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if isinstance(func, cst.Attribute) and self.loops and self._moves_to_gpu(node):
-            root = _root(func.value)
-            for iterated, batch in self.loops:
-                if root in batch:
-                    self.moved |= iterated
-        if isinstance(func, (cst.Name, cst.Attribute)) and self.qualified_name(func) in _LOADERS:
-            plain = [a for a in node.args if a.keyword is None and not a.star]
-            if (keyword(node, "pin_memory") is None and not any(a.star for a in node.args)
-                    and len(plain) <= _PIN_MEMORY_INDEX):
-                self.loaders.append((node, self.assigned.get(id(node))))
-
-    def leave_Module(self, node: cst.Module) -> None:
-        if not (self.moved and self.mentions_cuda):
+    def check(self, loader: Loader) -> None:
+        node = loader.call
+        plain = [a for a in node.args if a.keyword is None and not a.star]
+        if (keyword(node, "pin_memory") is not None or any(a.star for a in node.args)
+                or len(plain) > _PIN_MEMORY_INDEX or loader.in_test or self.skipped(loader)
+                or "cuda" not in self.context.source):
             return
-        for loader, name in self.loaders:
-            # a loader assigned to a name must be one whose batches move; one that is
-            # returned or passed on (or iterated under another name) counts when any does
-            if name is None or name not in self.iterated or name in self.moved:
-                self.report(loader, replacement=with_keyword(loader, "pin_memory", "True"))
-
-
-def _root(node: cst.BaseExpression) -> str | None:
-    """`batch` for `batch`, `batch[0]`, `batch["x"].float()`, `batch.x`."""
-    while True:
-        if isinstance(node, cst.Subscript):
-            node = node.value
-        elif isinstance(node, cst.Attribute):
-            node = node.value
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-            node = node.func.value
-        else:
-            break
-    return node.value if isinstance(node, cst.Name) else None
-
-
-def _names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        out: set[str] = set()
-        for el in target.elements:
-            out |= _names(el.value)
-        return out
-    if isinstance(target, cst.StarredElement):
-        return _names(target.value)
-    return {target.value} if isinstance(target, cst.Name) else set()
-
-
-def _iterated(node: cst.BaseExpression) -> set[str]:
-    """The loader(s) a `for` iterates: `loader`, `enumerate(loader)`, `tqdm(self.loader)`, `zip(a, b)`."""
-    name = dotted(node)
-    if name is not None:
-        return {name}
-    if isinstance(node, cst.Call):
-        out: set[str] = set()
-        for arg in node.args:
-            if arg.keyword is None:
-                out |= _iterated(arg.value)
-        return out
-    return set()
+        used = self.how_used(loader)
+        if "moved" in used or ("passed" in used and self.any_moved):
+            self.report(node, replacement=with_keyword(node, "pin_memory", "True"))

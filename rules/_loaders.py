@@ -1,0 +1,335 @@
+"""What a file does with its `DataLoader`s, for PTL113 and PTL132 (not a rule).
+
+`LoaderRule` collects, during the traversal, every `DataLoader(...)` call and
+how the loader is used afterwards:
+
+- "iterated": a `for` loop (or a comprehension) goes over it, also through
+  `enumerate`, `zip`, `tqdm`;
+- "moved": such a loop moves what it yields to a device (`.cuda()`,
+  `.to(device)`, `.type(torch.cuda.FloatTensor)`);
+- "passed": it is returned, stored in an attribute or passed to a function
+  (which may iterate it);
+- "inspected": only looked at: `next(iter(loader))`, `len(loader)`,
+  `print(loader)`.
+
+and `skipped(loader)` tells the loaders no data-loading advice applies to: an
+index batcher (`DataLoader(range(n), ...)`), the whole dataset in one batch
+(`batch_size=len(dataset)`), and a loader never iterated nor passed on.
+Loaders are named by their variable (`loader`, `self.loader`), per function.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from ptlint.analysis.names import dotted
+from ptlint.fixers.arguments import argument, keyword
+from ptlint.rule import Rule
+from ptlint.rules._tests import TracksTests
+
+LOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
+_BATCH_SIZE_INDEX = 1
+# functions that look at a loader without loading from it, or only wrap it for a loop
+_INSPECTING = frozenset({"iter", "next", "len", "print", "isinstance", "type", "id", "repr",
+                         "str", "hasattr", "getattr"})
+_WRAPPING = frozenset({"enumerate", "zip", "tqdm", "trange", "iter"})
+
+Key = tuple[int, str]  # (function id or 0, variable)
+
+
+@dataclass
+class Loader:
+    call: cst.Call
+    key: Key | None  # the variable it is bound to; None when used in place
+    context: str | None = None  # for a loader used in place: "iterated", "passed", "inspected"
+    loop: cst.For | None = None  # the loop iterating it in place
+    index_batcher: bool = False
+    one_batch: bool = False
+    in_test: bool = False
+
+
+@dataclass
+class _Loop:
+    keys: set[Key]  # loaders it iterates
+    batch: set[str]  # names holding what it yields
+    node: cst.For | None = None
+    moves: bool = False
+
+
+def _names(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out: set[str] = set()
+        for el in target.elements:
+            out |= _names(el.value)
+        return out
+    if isinstance(target, cst.StarredElement):
+        return _names(target.value)
+    return {target.value} if isinstance(target, cst.Name) else set()
+
+
+def root(node: cst.BaseExpression) -> str | None:
+    """`batch` for `batch`, `batch[0]`, `batch["x"].float()`, `batch.x`."""
+    while True:
+        if isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Attribute):
+            node = node.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            node = node.func.value
+        else:
+            break
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _terminal(func: cst.BaseExpression) -> str | None:
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
+def _wrapped(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """What a loop iterates: `loader`, `enumerate(loader)`, `tqdm(self.loader)`, `zip(a, b)`."""
+    if isinstance(node, cst.Call) and _terminal(node.func) in _WRAPPING:
+        out: list[cst.BaseExpression] = []
+        for arg in node.args:
+            if arg.keyword is None:
+                out += _wrapped(arg.value)
+        return out
+    return [node]
+
+
+def _index_batcher(call: cst.Call, resolve) -> bool:
+    """`DataLoader(range(n), ...)`, `DataLoader(torch.arange(n), ...)`, a list or tuple
+    display: it batches indices or values already in memory."""
+    dataset = argument(call, "dataset", 0)
+    if dataset is None:
+        return False
+    value = dataset.value
+    if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
+        return True
+    if isinstance(value, cst.Call):
+        return resolve(value.func) in ("builtins.range", "torch.arange")
+    return False
+
+
+def _one_batch(call: cst.Call) -> bool:
+    """`batch_size=len(data)`, `x.shape[0]`, `x.size(0)`: the whole dataset in one batch."""
+    size = argument(call, "batch_size", _BATCH_SIZE_INDEX)
+    if size is None:
+        return False
+    value = size.value
+    if isinstance(value, cst.Call):
+        return _terminal(value.func) == "len" or (
+            _terminal(value.func) == "size" and len(value.args) == 1)
+    if isinstance(value, cst.Subscript) and isinstance(value.value, cst.Attribute):
+        return value.value.attr.value == "shape"
+    return False
+
+
+class LoaderRule(TracksTests, Rule):
+    """A rule judging `DataLoader(...)` calls by how the file uses them; subclasses
+    implement `check(loader)`, called for each loader once the module is visited."""
+
+    test_names_need_a_framework = True  # `test(model, loader)` is an evaluation step
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.loaders: list[Loader] = []
+        self.uses: dict[Key, set[str]] = {}
+        self.any_moved = False  # some loop in the file moves its batches to a device
+        self._assigned: dict[int, Key] = {}  # id(value) -> the variable it is bound to
+        self._in_place: dict[int, str] = {}  # id(loader call) -> how it is used in place
+        self._loop_of: dict[int, cst.For] = {}  # id(loader call) -> the loop iterating it
+        self._loops: list[_Loop] = []
+        self._moved_loops: set[int] = set()
+        self._scopes: list[tuple[int, set[str]]] = [(0, set())]  # function id, names bound in it
+        self._cuda_types: set[str] = set()  # `Tensor = torch.cuda.FloatTensor if cuda else ...`
+        self._aliases: dict[Key, Key] = {}  # `pbar = tqdm(loader)`: pbar -> loader
+        self._targets: set[int] = set()  # tuples and lists that are assignment targets
+
+    # -- scopes --------------------------------------------------------------------
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        super().visit_FunctionDef(node)
+        params = node.params
+        names = {p.name.value for p in (*params.posonly_params, *params.params,
+                                        *params.kwonly_params)}
+        self._scopes.append((id(node), names))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        super().leave_FunctionDef(original_node)
+        self._scopes.pop()
+
+    def key(self, name: str, *, binding: bool = False) -> Key:
+        """Which function's `name` this is: the current one's if bound there;
+        `self.x` is one variable for the whole file."""
+        base = name.split(".", 1)[0]
+        if base == "self":
+            return 0, name
+        scope, names = self._scopes[-1]
+        if binding:
+            names.add(base)
+        return (scope, name) if base in names else (0, name)
+
+    def _use(self, node: cst.BaseExpression, how: str) -> None:
+        name = dotted(node)
+        if name is not None:
+            self.uses.setdefault(self.key(name), set()).add(how)
+        elif isinstance(node, cst.Call):
+            self._in_place.setdefault(id(node), how)
+
+    # -- bindings and uses -------------------------------------------------------------
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._targets.update(id(t.target) for t in node.targets)
+        name = dotted(node.targets[0].target) if len(node.targets) == 1 else None
+        if name is not None:
+            self._assigned[id(node.value)] = self.key(name, binding=True)
+            if "torch.cuda." in cst.Module([]).code_for_node(node.value):
+                self._cuda_types.add(name)
+            if name.startswith("self.") and dotted(node.value) is not None:
+                self._use(node.value, "passed")  # `self.loader = loader`
+            if isinstance(node.value, cst.Call) and _terminal(node.value.func) in _WRAPPING:
+                self._alias(name, node.value)
+        if self._loops:  # `inputs, labels = batch`: still the batch
+            batch = self._loops[-1].batch
+            if root(node.value) in batch:
+                for target in node.targets:
+                    batch.update(_names(target.target))
+
+    def _alias(self, name: str, wrapper: cst.Call) -> None:
+        """`pbar = tqdm(loader)`: iterating `pbar` iterates `loader`."""
+        inner = [dotted(n) for n in _wrapped(wrapper)]
+        if len(inner) == 1 and inner[0] is not None:
+            self._aliases[self.key(name)] = self.key(inner[0])
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            for value in _names_or_calls(node.value):
+                self._use(value, "passed")
+
+    def _stored(self, node: cst.List | cst.Tuple | cst.Set) -> None:
+        if id(node) not in self._targets:  # `[train_loader, test_loader]`
+            for element in node.elements:
+                self._use(element.value, "passed")
+
+    def visit_List(self, node: cst.List) -> None:
+        self._stored(node)
+
+    def visit_Tuple(self, node: cst.Tuple) -> None:
+        self._stored(node)
+
+    def visit_Set(self, node: cst.Set) -> None:
+        self._stored(node)
+
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        self._use(node.value, "passed")
+
+    def visit_For(self, node: cst.For) -> None:
+        self._targets.add(id(node.target))
+        keys: set[Key] = set()
+        for item in _wrapped(node.iter):
+            name = dotted(item)
+            if name is not None:
+                key = self.key(name)
+                keys.add(key)
+                self.uses.setdefault(key, set()).add("iterated")
+            elif isinstance(item, cst.Call):
+                self._in_place.setdefault(id(item), "iterated")
+                self._loop_of[id(item)] = node
+        self._loops.append(_Loop(keys, _names(node.target), node))
+
+    def leave_For(self, original_node: cst.For) -> None:
+        loop = self._loops.pop()
+        if loop.moves:
+            self.any_moved = True
+            self._moved_loops.add(id(original_node))
+            for key in loop.keys:
+                self.uses.setdefault(key, set()).add("moved")
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        for item in _wrapped(node.iter):
+            self._use(item, "iterated")
+
+    def _moves_to_device(self, node: cst.Call) -> bool:
+        func = node.func
+        assert isinstance(func, cst.Attribute)
+        method = func.attr.value
+        if method == "cuda":
+            return True
+        if method == "to":
+            return (bool(node.args) and _device_like(node.args[0].value)) \
+                or keyword(node, "device") is not None
+        if method == "type" and node.args:
+            arg = node.args[0].value
+            return dotted(arg) in self._cuda_types or ".cuda." in cst.Module([]).code_for_node(arg)
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and self._loops and self._moves_to_device(node):
+            batch_root = root(func.value)
+            for loop in self._loops:
+                if batch_root in loop.batch:
+                    loop.moves = True
+        if isinstance(func, (cst.Name, cst.Attribute)) and self.qualified_name(func) in LOADERS:
+            self._loader(node)
+            return
+        name = _terminal(func)
+        how = "inspected" if name in _INSPECTING else None if name in _WRAPPING else "passed"
+        if how is not None:
+            for arg in node.args:
+                self._use(arg.value, how)
+
+    def _loader(self, node: cst.Call) -> None:
+        key = self._assigned.get(id(node))
+        self.loaders.append(Loader(
+            node, key, None if key is not None else self._in_place.get(id(node), "passed"),
+            self._loop_of.get(id(node)), _index_batcher(node, self.qualified_name),
+            _one_batch(node), self.in_test))
+
+    # -- verdicts ------------------------------------------------------------------------
+    def how_used(self, loader: Loader) -> set[str]:
+        """"iterated", "moved", "passed", "inspected": what happens to the loader."""
+        if loader.key is None:
+            used = {loader.context or "passed"}
+            if loader.loop is not None and id(loader.loop) in self._moved_loops:
+                used.add("moved")
+            return used
+        used = set(self.uses.get(loader.key, ()))
+        for alias, key in self._aliases.items():  # `pbar = tqdm(loader)`
+            if key == loader.key:
+                used |= self.uses.get(alias, set())
+        return used
+
+    def skipped(self, loader: Loader) -> bool:
+        """No advice about loading applies: indices or in-memory values batched, the whole
+        dataset in one batch, or a loader that is never iterated nor passed on."""
+        if loader.index_batcher or loader.one_batch:
+            return True
+        return not self.how_used(loader) & {"iterated", "passed", "moved"}
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for loader in self.loaders:
+            self.check(loader)
+
+    def check(self, loader: Loader) -> None:
+        raise NotImplementedError
+
+
+def _names_or_calls(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [el.value for el in node.elements]
+    return [node]
+
+
+def _device_like(node: cst.BaseExpression) -> bool:
+    """`"cuda"`, `"cuda:0"`, `device`, `self.device`, `args.device`, `torch.device(...)`."""
+    if isinstance(node, cst.SimpleString):
+        return str(node.evaluated_value).startswith("cuda")
+    if isinstance(node, cst.Name):
+        return "device" in node.value.lower()
+    if isinstance(node, cst.Attribute):
+        return "device" in node.attr.value.lower()
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return node.func.attr.value == "device"
+    return False
