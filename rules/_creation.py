@@ -5,6 +5,8 @@
   dtype cast, a view, a deterministic fill or a random fill.
 - Device targets: which `.to(...)`/`.cuda(...)` arguments name a device, and
   which name the CPU.
+- `on_device(chain, ...)`: the chain rewritten to create on the device, and
+  how safe that is.
 """
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from typing import Callable
 
 import libcst as cst
 
-from ptlint.fixers.arguments import argument, keyword
+from ptlint.fixers.arguments import argument, keyword, positional, with_keyword
+from ptlint.fixers.expressions import float_literal, is_sequence_display, is_size
+from ptlint.model import Safety
 
 from ptlint.analysis.names import dotted
 
@@ -43,6 +47,8 @@ COMPUTED = frozenset({"linspace", "logspace", "hann_window", "hamming_window",
 # (0, 1 and uninitialised memory are the same in every dtype).
 EXACT_IN_ANY_DTYPE = frozenset({"zeros", "ones", "empty", "eye", "zeros_like", "ones_like",
                                 "empty_like", "new_zeros", "new_ones", "new_empty"})
+
+FULL_FROM = ("zeros", "ones", "empty")  # `.fill_(v)` on these is `torch.full(size, v)`
 
 # Methods between the factory and the move, by kind.
 CASTS = {"float": "float", "double": "double", "half": "half", "bfloat16": "bfloat16",
@@ -189,3 +195,84 @@ def unwind(expr: cst.BaseExpression, resolve: Resolve) -> Chain | None:
         assert isinstance(expr.func, cst.Attribute)
         expr = expr.func.value
     return None
+
+
+def literal_legacy(call: cst.Call) -> bool:
+    """A legacy constructor given literal data or sizes (a single argument of unknown
+    type may be a tensor, which it would alias, wherever it lives)."""
+    args = [a for a in call.args if a.keyword is None and not a.star]
+    if len(args) != len(call.args) or not args:
+        return False
+    return len(args) >= 2 or is_sequence_display(args[0].value) or is_size(args[0].value)
+
+
+def _with_ops(base: cst.BaseExpression, ops) -> cst.BaseExpression:
+    for op in ops:
+        base = op.call.with_changes(func=op.call.func.with_changes(value=base))
+    return base
+
+
+def _full(factory: cst.Call, fill: cst.Call, device: cst.BaseExpression) -> cst.Call | None:
+    """`torch.zeros(size).fill_(v)` as `torch.full(size, v, device=...)`, when the size
+    and a literal `v` are certain and nothing else is passed."""
+    plain = [a for a in factory.args if a.keyword is None]
+    value = positional(fill, 0)
+    if len(plain) != len(factory.args) or not plain or len(fill.args) != 1 or value is None:
+        return None
+    literal = float_literal(value.value)
+    if literal is None:
+        return None
+    if len(plain) == 1:
+        size = plain[0].value
+        if isinstance(size, cst.Integer):
+            size = cst.Tuple([cst.Element(size, comma=cst.Comma())])
+        elif not (isinstance(size, (cst.Tuple, cst.List)) or is_size(size)):
+            return None  # a name: an int or a sequence?
+    else:
+        size = cst.Tuple([cst.Element(a.value) for a in plain])
+    assert isinstance(factory.func, cst.Attribute)
+    func = factory.func.with_changes(attr=cst.Name("full"))
+    args = [cst.Arg(size), cst.Arg(literal), cst.Arg(
+        device, keyword=cst.Name("device"),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                              whitespace_after=cst.SimpleWhitespace("")))]
+    return cst.Call(func=func, args=[
+        a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        if i < len(args) - 1 else a for i, a in enumerate(args)])
+
+
+def on_device(chain: Chain, name: str, device: cst.BaseExpression,
+           dtype: cst.BaseExpression | None) -> tuple[cst.BaseExpression, Safety] | None:
+    """The created-on-the-device version of `chain` and how safe it is, or None."""
+    factory, ops = chain.factory, chain.ops
+    kinds = {op.kind for op in ops}
+    safety = Safety.SAFE
+    if name in RANDOM or "random" in kinds or "grad" in kinds or computed(name, factory):
+        safety = Safety.UNSAFE
+    grad = keyword(factory, "requires_grad")
+    requires_grad = grad is not None and not (
+        isinstance(grad.value, cst.Name) and grad.value.value == "False")
+    if requires_grad:
+        safety = Safety.UNSAFE
+        if dtype is not None:
+            return None  # the dtype may be one that cannot require gradients
+    casts = [op.dtype for op in ops if op.kind == "cast"]
+    if dtype is not None:
+        casts.append(dtype)
+    if name in EXACT_IN_ANY_DTYPE and casts and kinds <= {"cast", "view"} and not requires_grad:
+        # zeros/ones/empty/eye: created in the final dtype directly, the same values
+        new = with_keyword(with_keyword(factory, "dtype", casts[-1]), "device", device)
+        return _with_ops(new, [op for op in ops if op.kind == "view"]), safety
+    if dtype is not None:
+        if ops:
+            return None  # a dtype both on the way and with the move: leave it to the reader
+        if name not in EXACT_IN_ANY_DTYPE:
+            safety = Safety.UNSAFE
+        return with_keyword(with_keyword(factory, "dtype", dtype), "device", device), safety
+    new = with_keyword(factory, "device", device)
+    if (name in FULL_FROM and len(ops) == 1 and ops[0].method == "fill_"
+            and isinstance(factory.func, cst.Attribute)):
+        full = _full(factory, ops[0].call, device)
+        if full is not None:
+            return full, safety
+    return _with_ops(new, ops), safety

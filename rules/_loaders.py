@@ -19,7 +19,7 @@ Loaders are named by their variable (`loader`, `self.loader`), per function.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -29,6 +29,7 @@ from ptlint.rule import Rule
 from ptlint.rules._tests import TracksTests
 
 LOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
+_TENSOR_DATASETS = ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset")
 _BATCH_SIZE_INDEX = 1
 # functions that look at a loader without loading from it, or only wrap it for a loop
 _INSPECTING = frozenset({"iter", "next", "len", "print", "isinstance", "type", "id", "repr",
@@ -45,6 +46,7 @@ class Loader:
     context: str | None = None  # for a loader used in place: "iterated", "passed", "inspected"
     loop: cst.For | None = None  # the loop iterating it in place
     index_batcher: bool = False
+    tensor_dataset: bool = False  # `TensorDataset(...)`: tensors already in memory
     one_batch: bool = False
     in_test: bool = False
 
@@ -147,6 +149,7 @@ class LoaderRule(TracksTests, Rule):
         self._cuda_types: set[str] = set()  # `Tensor = torch.cuda.FloatTensor if cuda else ...`
         self._aliases: dict[Key, Key] = {}  # `pbar = tqdm(loader)`: pbar -> loader
         self._targets: set[int] = set()  # tuples and lists that are assignment targets
+        self._tensor_datasets: set[Key] = set()  # variables bound to a `TensorDataset(...)`
 
     # -- scopes --------------------------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -190,6 +193,8 @@ class LoaderRule(TracksTests, Rule):
                 self._use(node.value, "passed")  # `self.loader = loader`
             if isinstance(node.value, cst.Call) and _terminal(node.value.func) in _WRAPPING:
                 self._alias(name, node.value)
+            if self._is_tensor_dataset(node.value):
+                self._tensor_datasets.add(self.key(name))
         if self._loops:  # `inputs, labels = batch`: still the batch
             batch = self._loops[-1].batch
             if root(node.value) in batch:
@@ -280,11 +285,19 @@ class LoaderRule(TracksTests, Rule):
             for arg in node.args:
                 self._use(arg.value, how)
 
+    def _is_tensor_dataset(self, node: cst.BaseExpression) -> bool:
+        if isinstance(node, cst.Call):
+            return self.qualified_name(node.func) in _TENSOR_DATASETS
+        name = dotted(node)
+        return name is not None and self.key(name) in self._tensor_datasets
+
     def _loader(self, node: cst.Call) -> None:
         key = self._assigned.get(id(node))
+        dataset = argument(node, "dataset", 0)
         self.loaders.append(Loader(
             node, key, None if key is not None else self._in_place.get(id(node), "passed"),
             self._loop_of.get(id(node)), _index_batcher(node, self.qualified_name),
+            dataset is not None and self._is_tensor_dataset(dataset.value),
             _one_batch(node), self.in_test))
 
     # -- verdicts ------------------------------------------------------------------------

@@ -6,18 +6,16 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from ptlint.fixers.arguments import argument, has_star_args, keyword, positional, with_keyword
-from ptlint.fixers.expressions import float_literal, is_sequence_display, is_size
+from ptlint.fixers.arguments import argument, has_star_args, keyword, positional
 from ptlint.model import Safety
 from ptlint.rule import Rule
 from ptlint.rules._creation import (
-    EXACT_IN_ANY_DTYPE, FACTORIES, LEGACY, LIKE, NEW, RANDOM, Chain, computed, device_string,
-    is_cpu_string, named_like_device, unwind,
+    FACTORIES, LEGACY, LIKE, NEW, RANDOM, Chain, device_string, is_cpu_string, literal_legacy,
+    named_like_device, on_device, unwind,
 )
 
 # `.to()`/`.cuda()` keywords that a factory has no use for once it creates on the device.
 _DROPPED = ("non_blocking", "copy")
-_FULL_FROM = ("zeros", "ones", "empty")  # `.fill_(v)` on these is `torch.full(size, v)`
 
 
 @dataclass
@@ -51,6 +49,7 @@ class _Finding:
     safety: Safety
     source: str | None = None  # a name that must hold a CPU tensor (the `*_like`/`new_*` source)
     scope: _Scope | None = None
+    message: str | None = None
 
 
 class TensorMovedAfterCreation(Rule):
@@ -71,7 +70,10 @@ class TensorMovedAfterCreation(Rule):
       `t.new_zeros(...)` (and the other `new_*` methods) only when `t` is
       provably on the CPU: a factory call, `x.cpu()`, or a name bound exactly
       once in its function (or module), to such a tensor. These create on
-      `t`'s device, so with `t` on the GPU nothing touches host memory.
+      `t`'s device, so with `t` on the GPU nothing touches host memory;
+    - a factory assigned to a name that the next statement moves:
+      `x = torch.zeros(n)` then `x = x.cuda()`, or
+      `if x.is_cuda: x = x.cuda()` (reported on the move, without a fix).
 
     A device is a string such as `"cuda"`, `"cuda:1"` or `"mps"` (also an
     f-string starting with one), `torch.device(...)`, `x.device`, a name or
@@ -156,7 +158,8 @@ class TensorMovedAfterCreation(Rule):
 
     No fix is offered for `.cuda(<expression>)` (the expression may be
     `None`, which `.cuda()` reads as the current device but a factory reads
-    as the CPU), for `pin_memory=` or `memory_format=`, and for legacy
+    as the CPU), for `pin_memory=` or `memory_format=`, for a move in the
+    next statement (it may be conditional), and for legacy
     constructors: the fix of PTL230 (legacy-tensor-constructor) turns them
     into factories first, and this rule's fix then applies to the result.
 
@@ -306,7 +309,7 @@ class TensorMovedAfterCreation(Rule):
         if keyword(factory, "device") or keyword(factory, "out") or any(
                 a.star == "**" for a in factory.args):
             return None
-        if kind[0] == "legacy" and not _literal_legacy(factory):
+        if kind[0] == "legacy" and not literal_legacy(factory):
             return None
         return kind
 
@@ -332,6 +335,33 @@ class TensorMovedAfterCreation(Rule):
         return True
 
     # -- the moves ------------------------------------------------------------------
+    def visit_Module(self, node: cst.Module) -> None:
+        self._next_statement(node.body)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._next_statement(node.body)
+
+    def _next_statement(self, body) -> None:
+        """`x = torch.zeros(n)` and then `x = x.cuda()` (or `if c: x = x.cuda()`): the
+        move in the next statement. Reported without a fix (the move may be conditional)."""
+        for first, second in zip(body, body[1:]):
+            created = _assignment(first)
+            if created is None:
+                continue
+            name, value = created
+            move = _move_of(second, name)
+            chain = unwind(value, self.qualified_name)
+            kind = self._creates_on_cpu(chain) if chain is not None and move is not None else None
+            if kind is None or kind[0] not in ("torch", "legacy"):
+                continue
+            if kind[1] in RANDOM and keyword(chain.factory, "generator"):
+                continue
+            assert move is not None and isinstance(move.func, cst.Attribute)
+            if self._move(move, move.func.attr.value == "cuda") is not None:
+                self.findings.append(_Finding(move, None, Safety.SAFE, message=(
+                    "Tensor created on the CPU in the statement before, then moved; create "
+                    "it with `device=` instead")))
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
@@ -362,7 +392,7 @@ class TensorMovedAfterCreation(Rule):
         replacement, safety = None, Safety.SAFE
         if fixable and group != "legacy" and not keyword(factory, "pin_memory") \
                 and not keyword(factory, "memory_format"):
-            fixed = _fixed(chain, name, device, dtype)
+            fixed = on_device(chain, name, device, dtype)
             if fixed is not None:
                 replacement, safety = fixed
                 replacement = replacement.with_changes(lpar=node.lpar, rpar=node.rpar)
@@ -373,7 +403,7 @@ class TensorMovedAfterCreation(Rule):
             if found.source is not None and not (found.scope and found.scope.on_cpu(found.source)):
                 continue
             if found.replacement is None:
-                self.report(found.node)
+                self.report(found.node, message=found.message)
             else:
                 self.report(found.node, replacement=found.replacement, safety=found.safety,
                             imports=("import torch",))
@@ -425,82 +455,33 @@ class TensorMovedAfterCreation(Rule):
         return named_like_device(node)
 
 
-def _literal_legacy(call: cst.Call) -> bool:
-    """A legacy constructor given literal data or sizes (a single argument of unknown
-    type may be a tensor, which it would alias, wherever it lives)."""
-    args = [a for a in call.args if a.keyword is None and not a.star]
-    if len(args) != len(call.args) or not args:
-        return False
-    return len(args) >= 2 or is_sequence_display(args[0].value) or is_size(args[0].value)
-
-
-def _with_ops(base: cst.BaseExpression, ops) -> cst.BaseExpression:
-    for op in ops:
-        base = op.call.with_changes(func=op.call.func.with_changes(value=base))
-    return base
-
-
-def _full(factory: cst.Call, fill: cst.Call, device: cst.BaseExpression) -> cst.Call | None:
-    """`torch.zeros(size).fill_(v)` as `torch.full(size, v, device=...)`, when the size
-    and a literal `v` are certain and nothing else is passed."""
-    plain = [a for a in factory.args if a.keyword is None]
-    value = positional(fill, 0)
-    if len(plain) != len(factory.args) or not plain or len(fill.args) != 1 or value is None:
+def _assignment(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
+    """`name = value` as a statement of its own."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
         return None
-    literal = float_literal(value.value)
-    if literal is None:
+    small = statement.body[0]
+    if (isinstance(small, cst.Assign) and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)):
+        return small.targets[0].target.value, small.value
+    return None
+
+
+def _move_of(statement: cst.CSTNode, name: str) -> cst.Call | None:
+    """The call in `name = name.cuda()` / `name = name.to(device)`, also as the only
+    statement of an `if` without `else`."""
+    if isinstance(statement, cst.If) and statement.orelse is None:
+        body = statement.body.body
+        if len(body) != 1:
+            return None
+        statement = body[0] if isinstance(statement.body, cst.IndentedBlock) else statement.body
+        if isinstance(statement, cst.SimpleStatementSuite):
+            statement = cst.SimpleStatementLine(body=statement.body)
+    assigned = _assignment(statement)
+    if assigned is None or assigned[0] != name:
         return None
-    if len(plain) == 1:
-        size = plain[0].value
-        if isinstance(size, cst.Integer):
-            size = cst.Tuple([cst.Element(size, comma=cst.Comma())])
-        elif not (isinstance(size, (cst.Tuple, cst.List)) or is_size(size)):
-            return None  # a name: an int or a sequence?
-    else:
-        size = cst.Tuple([cst.Element(a.value) for a in plain])
-    assert isinstance(factory.func, cst.Attribute)
-    func = factory.func.with_changes(attr=cst.Name("full"))
-    args = [cst.Arg(size), cst.Arg(literal), cst.Arg(
-        device, keyword=cst.Name("device"),
-        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                              whitespace_after=cst.SimpleWhitespace("")))]
-    return cst.Call(func=func, args=[
-        a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        if i < len(args) - 1 else a for i, a in enumerate(args)])
-
-
-def _fixed(chain: Chain, name: str, device: cst.BaseExpression,
-           dtype: cst.BaseExpression | None) -> tuple[cst.BaseExpression, Safety] | None:
-    """The created-on-the-device version of `chain` and how safe it is, or None."""
-    factory, ops = chain.factory, chain.ops
-    kinds = {op.kind for op in ops}
-    safety = Safety.SAFE
-    if name in RANDOM or "random" in kinds or "grad" in kinds or computed(name, factory):
-        safety = Safety.UNSAFE
-    grad = keyword(factory, "requires_grad")
-    requires_grad = grad is not None and not (
-        isinstance(grad.value, cst.Name) and grad.value.value == "False")
-    if requires_grad:
-        safety = Safety.UNSAFE
-        if dtype is not None:
-            return None  # the dtype may be one that cannot require gradients
-    casts = [op.dtype for op in ops if op.kind == "cast"]
-    if dtype is not None:
-        casts.append(dtype)
-    if name in EXACT_IN_ANY_DTYPE and casts and kinds <= {"cast", "view"} and not requires_grad:
-        # zeros/ones/empty/eye: created in the final dtype directly, the same values
-        new = with_keyword(with_keyword(factory, "dtype", casts[-1]), "device", device)
-        return _with_ops(new, [op for op in ops if op.kind == "view"]), safety
-    if dtype is not None:
-        if ops:
-            return None  # a dtype both on the way and with the move: leave it to the reader
-        if name not in EXACT_IN_ANY_DTYPE:
-            safety = Safety.UNSAFE
-        return with_keyword(with_keyword(factory, "dtype", dtype), "device", device), safety
-    new = with_keyword(factory, "device", device)
-    if (name in _FULL_FROM and len(ops) == 1 and ops[0].method == "fill_"
-            and isinstance(factory.func, cst.Attribute)):
-        full = _full(factory, ops[0].call, device)
-        if full is not None:
-            return full, safety
-    return _with_ops(new, ops), safety
+    value = assigned[1]
+    if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("cuda", "to") and isinstance(value.func.value, cst.Name)
+            and value.func.value.value == name):
+        return value
+    return None

@@ -22,7 +22,9 @@ class DataLoaderWithoutWorkers(LoaderRule):
       `print(loader)`) or never used;
     - a loader over indices or values already in memory
       (`DataLoader(range(n), ...)`, `DataLoader(torch.arange(n), ...)`, a
-      list or tuple display);
+      list or tuple display) or over a `TensorDataset` (given in place, or
+      through a variable bound to one): indexing tensors in memory costs
+      less than passing the batch from a worker process;
     - the whole dataset in one batch (`batch_size=len(dataset)`,
       `x.shape[0]`, `x.size(0)`);
     - test code (test files, and `test*` functions and `Test*` classes in a
@@ -67,7 +69,8 @@ class DataLoaderWithoutWorkers(LoaderRule):
 
     def check(self, loader: Loader) -> None:
         node = loader.call
-        if loader.in_test or any(a.star for a in node.args) or self.skipped(loader):
+        if (loader.in_test or loader.tensor_dataset or any(a.star for a in node.args)
+                or self.skipped(loader)):
             return
         workers = argument(node, "num_workers", 5)
         if workers is None:
