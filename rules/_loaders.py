@@ -10,7 +10,7 @@ how the loader is used afterwards:
 - "passed": it is returned, stored in an attribute or passed to a function
   (which may iterate it);
 - "inspected": only looked at: `next(iter(loader))`, `len(loader)`,
-  `print(loader)`.
+  `print(loader)`, a loop that ends in `break` (one batch).
 
 and `skipped(loader)` tells the loaders no data-loading advice applies to: an
 index batcher (`DataLoader(range(n), ...)`), the whole dataset in one batch
@@ -148,7 +148,7 @@ class LoaderRule(TracksTests, Rule):
         self._scopes: list[tuple[int, set[str]]] = [(0, set())]  # function id, names bound in it
         self._cuda_types: set[str] = set()  # `Tensor = torch.cuda.FloatTensor if cuda else ...`
         self._aliases: dict[Key, Key] = {}  # `pbar = tqdm(loader)`: pbar -> loader
-        self._targets: set[int] = set()  # tuples and lists that are assignment targets
+        self._targets: set[int] = set()  # tuples and lists that store nothing: targets, displays
         self._tensor_datasets: set[Key] = set()  # variables bound to a `TensorDataset(...)`
 
     # -- scopes --------------------------------------------------------------------
@@ -212,6 +212,12 @@ class LoaderRule(TracksTests, Rule):
             for value in _names_or_calls(node.value):
                 self._use(value, "passed")
 
+    def visit_Expr(self, node: cst.Expr) -> None:
+        self._targets.add(id(node.value))  # `train_loader, test_loader` shown in a notebook
+
+    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
+        self._targets.add(id(node.expression))  # f"{train_loader, test_loader}"
+
     def _stored(self, node: cst.List | cst.Tuple | cst.Set) -> None:
         if id(node) not in self._targets:  # `[train_loader, test_loader]`
             for element in node.elements:
@@ -232,14 +238,16 @@ class LoaderRule(TracksTests, Rule):
     def visit_For(self, node: cst.For) -> None:
         self._targets.add(id(node.target))
         keys: set[Key] = set()
+        once = _first_batch_only(node)  # `for x, y in loader: ...; break`: a look at one batch
         for item in _wrapped(node.iter):
             name = dotted(item)
             if name is not None:
                 key = self.key(name)
-                keys.add(key)
-                self.uses.setdefault(key, set()).add("iterated")
+                if not once:
+                    keys.add(key)
+                self.uses.setdefault(key, set()).add("inspected" if once else "iterated")
             elif isinstance(item, cst.Call):
-                self._in_place.setdefault(id(item), "iterated")
+                self._in_place.setdefault(id(item), "inspected" if once else "iterated")
                 self._loop_of[id(item)] = node
         self._loops.append(_Loop(keys, _names(node.target), node))
 
@@ -327,6 +335,17 @@ class LoaderRule(TracksTests, Rule):
 
     def check(self, loader: Loader) -> None:
         raise NotImplementedError
+
+
+def _first_batch_only(loop: cst.For) -> bool:
+    """A loop whose body ends in an unconditional `break`: it takes one batch."""
+    body = loop.body.body
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    elif isinstance(loop.body, cst.SimpleStatementSuite):
+        last = body[-1] if body else None
+    return isinstance(last, cst.Break)
 
 
 def _names_or_calls(node: cst.BaseExpression) -> list[cst.BaseExpression]:

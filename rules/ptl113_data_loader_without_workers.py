@@ -19,7 +19,8 @@ class DataLoaderWithoutWorkers(LoaderRule):
     Not flagged either, because there is nothing for workers to overlap:
 
     - a loader that is only inspected (`next(iter(loader))`, `len(loader)`,
-      `print(loader)`) or never used;
+      `print(loader)`, a loop that breaks after its first batch) or never
+      used;
     - a loader over indices or values already in memory
       (`DataLoader(range(n), ...)`, `DataLoader(torch.arange(n), ...)`, a
       list or tuple display) or over a `TensorDataset` (given in place, or
