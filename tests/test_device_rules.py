@@ -70,7 +70,7 @@ def test_ptl102_offers_no_fix_in_a_notebook(cli, tmp_path):
     before = notebook.read_bytes()
     proc = cli(str(notebook), "--select", "PTL102", "--output-format", "json")
     [finding] = json.loads(proc.stdout)
-    assert (finding["cell"], finding["code"], finding["fix"]) == (0, "PTL102", None)
+    assert (finding["cell"], finding["code"], finding["fix"]) == (1, "PTL102", None)  # cells from 1
     assert cli(str(notebook), "--select", "PTL102", "--fix", "--unsafe-fixes").returncode == 1
     assert notebook.read_bytes() == before
     script = write(tmp_path / "train.py", WRAP)  # the same code in a script has one

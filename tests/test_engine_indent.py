@@ -15,16 +15,16 @@ def test_multiline_call_replacement_keeps_its_indentation():
         "def f(model):\n"
         "    if True:\n"
         "        model = nn.DataParallel(\n"
-        "            model,\n"
+        "            model.cuda(),\n"
         "            device_ids=[0],\n"
         "        )\n"
         "    return model\n"
     )
     fixed = fix_text(source, "x.py", settings_for("PTL102"), unsafe=True).text
     assert (
-        "        model = DistributedDataParallel(model) if torch.distributed.is_available() "
+        "        model = DistributedDataParallel(model.cuda()) if torch.distributed.is_available() "
         "and torch.distributed.is_initialized() else nn.DataParallel(\n"
-        "            model,\n"
+        "            model.cuda(),\n"
         "            device_ids=[0],\n"
         "        )\n"
     ) in fixed
