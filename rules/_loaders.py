@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from ptlint.analysis.flow import target_vars
 from ptlint.analysis.names import dotted
 from ptlint.fixers.arguments import argument, keyword
 from ptlint.rule import Rule
@@ -60,14 +61,8 @@ class _Loop:
 
 
 def _names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        out: set[str] = set()
-        for el in target.elements:
-            out |= _names(el.value)
-        return out
-    if isinstance(target, cst.StarredElement):
-        return _names(target.value)
-    return {target.value} if isinstance(target, cst.Name) else set()
+    """The plain names an assignment or loop target binds."""
+    return set(target_vars(target, lambda n: n.value if isinstance(n, cst.Name) else None))
 
 
 def root(node: cst.BaseExpression) -> str | None:
