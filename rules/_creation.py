@@ -131,6 +131,7 @@ class Op:
     call: cst.Call
     kind: str  # "cast", "view", "fill", "random", "grad"
     dtype: cst.BaseExpression | None = None  # for casts
+    spelled: bool = False  # the dtype is written here as `torch.<dtype>` (for `.long()`)
 
     @property
     def method(self) -> str:
@@ -163,7 +164,7 @@ def classify(call: cst.Call, resolve: Resolve) -> Op | None:
         return None
     method = func.attr.value
     if method in CASTS and not call.args:
-        return Op(call, "cast", cst.parse_expression(f"torch.{CASTS[method]}"))
+        return Op(call, "cast", cst.parse_expression(f"torch.{CASTS[method]}"), spelled=True)
     if method in ("to", "type") and len(call.args) == 1:
         arg = call.args[0]
         if (arg.keyword is None or arg.keyword.value == "dtype") and is_dtype(arg.value, resolve):
@@ -242,8 +243,9 @@ def _full(factory: cst.Call, fill: cst.Call, device: cst.BaseExpression) -> cst.
 
 
 def on_device(chain: Chain, name: str, device: cst.BaseExpression,
-           dtype: cst.BaseExpression | None) -> tuple[cst.BaseExpression, Safety] | None:
-    """The created-on-the-device version of `chain` and how safe it is, or None."""
+           dtype: cst.BaseExpression | None) -> tuple[cst.BaseExpression, Safety, bool] | None:
+    """The created-on-the-device version of `chain`, how safe it is, and whether it
+    spells a dtype as `torch.<dtype>` (which needs `import torch`); or None."""
     factory, ops = chain.factory, chain.ops
     kinds = {op.kind for op in ops}
     safety = Safety.SAFE
@@ -256,23 +258,24 @@ def on_device(chain: Chain, name: str, device: cst.BaseExpression,
         safety = Safety.UNSAFE
         if dtype is not None:
             return None  # the dtype may be one that cannot require gradients
-    casts = [op.dtype for op in ops if op.kind == "cast"]
+    casts = [(op.dtype, op.spelled) for op in ops if op.kind == "cast"]
     if dtype is not None:
-        casts.append(dtype)
+        casts.append((dtype, False))
     if name in EXACT_IN_ANY_DTYPE and casts and kinds <= {"cast", "view"} and not requires_grad:
         # zeros/ones/empty/eye: created in the final dtype directly, the same values
-        new = with_keyword(with_keyword(factory, "dtype", casts[-1]), "device", device)
-        return _with_ops(new, [op for op in ops if op.kind == "view"]), safety
+        final, spelled = casts[-1]
+        new = with_keyword(with_keyword(factory, "dtype", final), "device", device)
+        return _with_ops(new, [op for op in ops if op.kind == "view"]), safety, spelled
     if dtype is not None:
         if ops:
             return None  # a dtype both on the way and with the move: leave it to the reader
         if name not in EXACT_IN_ANY_DTYPE:
             safety = Safety.UNSAFE
-        return with_keyword(with_keyword(factory, "dtype", dtype), "device", device), safety
+        return with_keyword(with_keyword(factory, "dtype", dtype), "device", device), safety, False
     new = with_keyword(factory, "device", device)
     if (name in FULL_FROM and len(ops) == 1 and ops[0].method == "fill_"
             and isinstance(factory.func, cst.Attribute)):
         full = _full(factory, ops[0].call, device)
         if full is not None:
-            return full, safety
-    return _with_ops(new, ops), safety
+            return full, safety, False
+    return _with_ops(new, ops), safety, False

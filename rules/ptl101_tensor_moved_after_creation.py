@@ -50,6 +50,7 @@ class _Finding:
     source: str | None = None  # a name that must hold a CPU tensor (the `*_like`/`new_*` source)
     scope: _Scope | None = None
     message: str | None = None
+    imports: tuple[str, ...] = ()
 
 
 class TensorMovedAfterCreation(Rule):
@@ -389,14 +390,16 @@ class TensorMovedAfterCreation(Rule):
             elif source is None or not self._on_cpu(source):
                 return
         device, dtype, fixable = move
-        replacement, safety = None, Safety.SAFE
+        replacement, safety, imports = None, Safety.SAFE, ()
         if fixable and group != "legacy" and not keyword(factory, "pin_memory") \
                 and not keyword(factory, "memory_format"):
             fixed = on_device(chain, name, device, dtype)
             if fixed is not None:
-                replacement, safety = fixed
+                replacement, safety, spelled = fixed
                 replacement = replacement.with_changes(lpar=node.lpar, rpar=node.rpar)
-        self.findings.append(_Finding(node, replacement, safety, source_name, self.scope))
+                imports = ("import torch",) if spelled else ()
+        self.findings.append(_Finding(node, replacement, safety, source_name, self.scope,
+                                      imports=imports))
 
     def leave_Module(self, original_node: cst.Module) -> None:
         for found in self.findings:
@@ -406,7 +409,7 @@ class TensorMovedAfterCreation(Rule):
                 self.report(found.node, message=found.message)
             else:
                 self.report(found.node, replacement=found.replacement, safety=found.safety,
-                            imports=("import torch",))
+                            imports=found.imports)
 
     def _move(self, node: cst.Call, cuda: bool):
         """(device expression, dtype expression or None, fixable) for a move to a

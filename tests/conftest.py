@@ -94,3 +94,14 @@ def user_machine(tmp_path_factory) -> Machine:
     env.update(VIRTUAL_ENV=str(venv_dir), PATH=f"{venv_dir / 'bin'}{os.pathsep}{env['PATH']}",
                PIP_CONSTRAINT=str(ROOT / "constraints.txt"), PIP_DISABLE_PIP_VERSION_CHECK="1")
     return Machine(work, clone, commit, venv_dir, env)
+
+
+def ptl102_fixes_notebooks_env(env: dict | None = None) -> dict:
+    """The environment for a `ptlint` subprocess in which PTL102 fixes every call it
+    can rebuild, in notebooks too (the rule itself offers no fix there): tests of the
+    notebook machinery use it as a fix that adds an import (see tests/robust_plugin)."""
+    env = dict(os.environ if env is None else env)
+    plugin = str(ROOT / "tests" / "robust_plugin")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [plugin, env.get("PYTHONPATH")]))
+    env["PTLINT_TEST_NOTEBOOK_FIXES"] = "1"
+    return env

@@ -24,7 +24,6 @@ from ptlint.rule import registry
 
 NOTEBOOKS = FIXTURES / "notebooks"
 CROSS_CELL = NOTEBOOKS / "cross_cell"
-PLUGIN = Path(__file__).resolve().parent / "robust_plugin"
 # PTL102's fix, which these tests use as a fix that adds an import
 GUARD = "torch.distributed.is_available() and torch.distributed.is_initialized()"
 
@@ -46,10 +45,8 @@ def ptl102_fixes_notebooks(monkeypatch):
 
 
 def run_cli(*args: str, env: dict | None = None, **kwargs):
-    env = dict(os.environ if env is None else env)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGIN), env.get("PYTHONPATH")]))
-    env["PTLINT_TEST_NOTEBOOK_FIXES"] = "1"
-    return conftest.run_cli(*args, env=env, **kwargs)
+    return conftest.run_cli(*args, env=conftest.ptl102_fixes_notebooks_env(env), **kwargs)
+
 
 # One cross-cell notebook per mission rule: names defined in one cell, the mistake in
 # another. A rule's notebook is tested as soon as the rule is in the registry.

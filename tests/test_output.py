@@ -11,7 +11,7 @@ from urllib.parse import unquote
 import jsonschema
 import pytest
 
-from conftest import run_cli
+from conftest import ptl102_fixes_notebooks_env, run_cli
 
 # tests/data/sarif-schema-2.1.0.json: OASIS's SARIF 2.1.0 schema (errata 01), as published
 # in github.com/oasis-tcs/sarif-spec (sarif-2.1/schema/sarif-schema-2.1.0.json @e058381).
@@ -24,7 +24,7 @@ import torch.nn as nn
 
 
 def restore(model, path):
-    model = nn.DataParallel(model)
+    model = nn.DataParallel(model.cuda())
     return torch.load(path, weights_only=False)
 """
 
@@ -84,7 +84,8 @@ def test_notebook_cells_are_numbered_from_one_counting_every_cell(tmp_path):
     [finding] = json.loads(run_cli("nb.ipynb", "--no-cache", "--output-format", "json",
                                    cwd=tmp_path).stdout)
     assert (finding["cell"], finding["line"], finding["column"]) == (4, 2, 9)
-    diff = run_cli("nb.ipynb", "--no-cache", "--diff", "--unsafe-fixes", cwd=tmp_path)
+    diff = run_cli("nb.ipynb", "--no-cache", "--diff", "--unsafe-fixes", cwd=tmp_path,
+                   env=ptl102_fixes_notebooks_env())
     assert "--- a/nb.ipynb:cell 2\n" in diff.stdout  # the import goes to the first code cell
     assert "--- a/nb.ipynb:cell 4\n+++ b/nb.ipynb:cell 4\n" in diff.stdout
 
