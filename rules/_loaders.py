@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ptlint.analysis.flow import target_vars
+from ptlint.analysis.dataflow import target_vars
 from ptlint.analysis.names import dotted
 from ptlint.fixers.arguments import argument, keyword
 from ptlint.rule import Rule
