@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import target_vars
+from ptlint.analysis.dataflow import last_name, target_vars
 from ptlint.analysis.names import dotted
 from ptlint.fixers.arguments import argument, keyword
 from ptlint.rule import Rule
@@ -79,15 +79,9 @@ def root(node: cst.BaseExpression) -> str | None:
     return node.value if isinstance(node, cst.Name) else None
 
 
-def _terminal(func: cst.BaseExpression) -> str | None:
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return func.value if isinstance(func, cst.Name) else None
-
-
 def _wrapped(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     """What a loop iterates: `loader`, `enumerate(loader)`, `tqdm(self.loader)`, `zip(a, b)`."""
-    if isinstance(node, cst.Call) and _terminal(node.func) in _WRAPPING:
+    if isinstance(node, cst.Call) and last_name(node.func) in _WRAPPING:
         out: list[cst.BaseExpression] = []
         for arg in node.args:
             if arg.keyword is None:
@@ -117,8 +111,8 @@ def _one_batch(call: cst.Call) -> bool:
         return False
     value = size.value
     if isinstance(value, cst.Call):
-        return _terminal(value.func) == "len" or (
-            _terminal(value.func) == "size" and len(value.args) == 1)
+        return last_name(value.func) == "len" or (
+            last_name(value.func) == "size" and len(value.args) == 1)
     if isinstance(value, cst.Subscript) and isinstance(value.value, cst.Attribute):
         return value.value.attr.value == "shape"
     return False
@@ -186,7 +180,7 @@ class LoaderRule(TracksTests, Rule):
                 self._cuda_types.add(name)
             if name.startswith("self.") and dotted(node.value) is not None:
                 self._use(node.value, "passed")  # `self.loader = loader`
-            if isinstance(node.value, cst.Call) and _terminal(node.value.func) in _WRAPPING:
+            if isinstance(node.value, cst.Call) and last_name(node.value.func) in _WRAPPING:
                 self._alias(name, node.value)
             if self._is_tensor_dataset(node.value):
                 self._tensor_datasets.add(self.key(name))
@@ -282,7 +276,7 @@ class LoaderRule(TracksTests, Rule):
         if isinstance(func, (cst.Name, cst.Attribute)) and self.qualified_name(func) in LOADERS:
             self._loader(node)
             return
-        name = _terminal(func)
+        name = last_name(func)
         how = "inspected" if name in _INSPECTING else None if name in _WRAPPING else "passed"
         if how is not None:
             for arg in node.args:

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from ptlint.analysis.dataflow import last_name
 from ptlint.analysis.names import dotted
+from ptlint.analysis.training import OFF, grad_mode
 from ptlint.analysis.walk import children, descendants
 from ptlint.fixers.arguments import keyword
 from ptlint.fixers.expressions import as_receiver
@@ -28,24 +30,6 @@ _NOT_RUNNING = frozenset({"eval", "load_state_dict", "state_dict", "to", "cuda",
                           "requires_grad_"})
 _HARMLESS = frozenset({"print", "len", "isinstance", "type", "id", "repr", "str"})
 _TRAINS = ("backward", "optim", ".step(")  # in a file without these, nothing is trained
-
-
-def _terminal(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
-    return node.value if isinstance(node, cst.Name) else None
-
-
-def _no_grad(expr: cst.BaseExpression) -> bool:
-    """`torch.no_grad()`, `torch.inference_mode()`, `@torch.no_grad`, a project's own
-    `no_grad`, `torch.set_grad_enabled(False)`."""
-    call = expr if isinstance(expr, cst.Call) else None
-    name = _terminal(call.func if call is not None else expr)
-    if name in ("no_grad", "inference_mode"):
-        return call is None or not call.args or not (
-            isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False")
-    return (name == "set_grad_enabled" and call is not None and len(call.args) == 1
-            and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False")
 
 
 @dataclass
@@ -187,7 +171,7 @@ class DataParallel(TracksTests, Rule):
     def _distributed(self, test: cst.BaseExpression, branch: cst.CSTNode) -> bool:
         """Whether `test` asks about a process group, or `branch` wraps in DDP."""
         for node in descendants(test):
-            name = _terminal(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            name = last_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
             if name is not None and _DISTRIBUTED.search(name):
                 return True
         return any(isinstance(n, cst.Call) and self.qualified_name(n.func) in _DDP
@@ -318,6 +302,11 @@ class DataParallel(TracksTests, Rule):
         return replacement
 
     # -- a model only used for inference --------------------------------------------
+    def _no_grad(self, expr: cst.BaseExpression) -> bool:
+        """`torch.no_grad()`, `torch.inference_mode()`, `set_grad_enabled(False)`, a
+        project's own `no_grad`-named wrapper; as a `with` item or a decorator."""
+        return grad_mode(expr, self.qualified_name) == OFF
+
     def _inference_only(self, wrap: _Wrap) -> bool:
         """The wrapped model is run under `no_grad`, and every other use leaves it
         unrun (`.eval()`, `.load_state_dict()`, `print`); it is never returned."""
@@ -337,10 +326,10 @@ class DataParallel(TracksTests, Rule):
                 run = run or use in ("called", "passed")
                 continue
             inner = no_grad
-            if isinstance(node, cst.With) and any(_no_grad(i.item) for i in node.items):
+            if isinstance(node, cst.With) and any(self._no_grad(i.item) for i in node.items):
                 inner = True
             elif isinstance(node, cst.FunctionDef):
-                inner = any(_no_grad(d.decorator) for d in node.decorators)
+                inner = any(self._no_grad(d.decorator) for d in node.decorators)
             elif isinstance(node, cst.Lambda):
                 inner = False
             below = (*ancestors, node)
@@ -387,6 +376,6 @@ def _use(node: cst.CSTNode, ancestors: tuple[cst.CSTNode, ...]) -> str:
             chain[i].attr.value in _NOT_RUNNING and isinstance(chain[i + 1], cst.Call):
         return "inert"
     if isinstance(parent, cst.Arg) and len(chain) > 1 and isinstance(chain[1], cst.Call) \
-            and _terminal(chain[1].func) in _HARMLESS:
+            and last_name(chain[1].func) in _HARMLESS:
         return "inert"
     return "passed"
