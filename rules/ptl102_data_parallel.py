@@ -263,9 +263,18 @@ class DataParallel(TracksTests, Rule):
                                 on_device))
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        trains = any(text in self.context.source for text in _TRAINS)
+        inference: set[tuple[int, str]] = set()  # (owner, target) only used for inference
+        if not any(text in self.context.source for text in _TRAINS):
+            owners: dict[int, tuple[cst.CSTNode, set[str], set[int]]] = {}
+            for wrap in self.wraps:
+                if wrap.target is not None:
+                    _, targets, skip = owners.setdefault(id(wrap.owner), (wrap.owner, set(), set()))
+                    targets.add(wrap.target)
+                    skip.add(id(wrap.replaced))
+            for key, (owner, targets, skip) in owners.items():
+                inference |= {(key, t) for t in self._inference_only(owner, targets, skip)}
         for wrap in self.wraps:
-            if not trains and wrap.target is not None and self._inference_only(wrap):
+            if (id(wrap.owner), wrap.target) in inference:
                 continue
             if not self._fixable(wrap):
                 self.report(wrap.call)
@@ -307,23 +316,34 @@ class DataParallel(TracksTests, Rule):
         project's own `no_grad`-named wrapper; as a `with` item or a decorator."""
         return grad_mode(expr, self.qualified_name) == OFF
 
-    def _inference_only(self, wrap: _Wrap) -> bool:
-        """The wrapped model is run under `no_grad`, and every other use leaves it
-        unrun (`.eval()`, `.load_state_dict()`, `print`); it is never returned."""
-        target = wrap.target
-        run = False
-        Item = tuple[cst.CSTNode, tuple[cst.CSTNode, ...], bool, bool]
-        stack: list[Item] = [(wrap.owner, (), False, False)]
+    def _inference_only(self, owner: cst.CSTNode, targets: set[str],
+                        skip: set[int]) -> set[str]:
+        """The targets (wrapped models) of `owner` that are run under `no_grad` and
+        whose every other use leaves them unrun (`.eval()`, `.load_state_dict()`,
+        `print`), never returned. One walk for all of them; `skip`: the wraps, which
+        read the unwrapped model."""
+        run: set[str] = set()
+        trained: set[str] = set()
+        # (node, its parent's entry, gradients off, inside a return)
+        Item = tuple[cst.CSTNode, "Item | None", bool, bool]
+        stack: list[Item] = [(owner, None, False, False)]
         while stack:
-            node, ancestors, no_grad, returned = stack.pop()
-            if node is wrap.replaced or (node is not wrap.owner and _binds(node, target)):
-                continue  # the wrap itself reads the unwrapped model; another function's own
-            if isinstance(node, (cst.Name, cst.Attribute)) and dotted(node) == target:
-                use = _use(node, ancestors)
+            item = stack.pop()
+            node, up, no_grad, returned = item
+            if id(node) in skip:
+                continue
+            if node is not owner and isinstance(node, (cst.FunctionDef, cst.Lambda)):
+                shadowed = _parameters(node) & targets
+                if shadowed == targets:
+                    continue  # another function's own variables
+            name = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            if name in targets:
+                use = _use(node, up)
                 if returned and use != "called" or use == "alias" or (
                         use in ("called", "passed") and not no_grad):
-                    return False
-                run = run or use in ("called", "passed")
+                    trained.add(name)
+                elif use in ("called", "passed"):
+                    run.add(name)
                 continue
             inner = no_grad
             if isinstance(node, cst.With) and any(self._no_grad(i.item) for i in node.items):
@@ -332,10 +352,9 @@ class DataParallel(TracksTests, Rule):
                 inner = any(self._no_grad(d.decorator) for d in node.decorators)
             elif isinstance(node, cst.Lambda):
                 inner = False
-            below = (*ancestors, node)
             inside = returned or isinstance(node, (cst.Return, cst.Yield))
-            stack.extend((child, below, inner, inside) for child in reversed(children(node)))
-        return run
+            stack.extend((child, item, inner, inside) for child in reversed(children(node)))
+        return run - trained
 
 
 def _moved(expr: cst.BaseExpression) -> bool:
@@ -347,21 +366,20 @@ def _moved(expr: cst.BaseExpression) -> bool:
     return False
 
 
-def _binds(node: cst.CSTNode, name: str | None) -> bool:
-    """A function whose parameter `name` is a variable of its own."""
-    if not isinstance(node, (cst.FunctionDef, cst.Lambda)):
-        return False
+def _parameters(node: cst.FunctionDef | cst.Lambda) -> set[str]:
     params = node.params
-    return any(p.name.value == name for p in (*params.posonly_params, *params.params,
-                                               *params.kwonly_params))
+    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
 
 
-def _use(node: cst.CSTNode, ancestors: tuple[cst.CSTNode, ...]) -> str:
+def _use(node: cst.CSTNode, up) -> str:
     """How an occurrence of the wrapped model uses it: "bound" (an assignment target),
     "alias" (assigned to another name), "inert" (`.eval()`, `.module.state_dict()`,
     `print(model)`), "called" (`model(x)`) or "passed" (anything else: an argument,
-    an operand)."""
-    chain = list(reversed(ancestors))  # parent first
+    an operand). `up`: the walk's entry of the node's parent (node, its parent's entry, ...)."""
+    chain: list[cst.CSTNode] = []  # parent first, a few levels up
+    while up is not None and len(chain) < 8:
+        chain.append(up[0])
+        up = up[1]
     parent = chain[0] if chain else None
     if isinstance(parent, cst.AssignTarget):
         return "bound"

@@ -194,13 +194,16 @@ def offset(text: str, pos: types.Position, encoding: str = "utf-16") -> int:
 
 
 # -- starting a server ----------------------------------------------------------------------
-def env(tmp_path: Path, *, test_rules: bool = False, pythonpath: Path | None = None
-        ) -> dict[str, str]:
+def env(tmp_path: Path, *, test_rules: bool = False, pythonpath: Path | None = None,
+        notebook_fixes: bool = False) -> dict[str, str]:
     out = dict(os.environ)
     out["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     if test_rules:  # the misbehaving rules of tests/robust_plugin
         pythonpath = PLUGIN
         out["PTLINT_TEST_RULES"] = "1"
+    if notebook_fixes:  # PTL102 fixes notebooks too (tests/robust_plugin)
+        pythonpath = PLUGIN
+        out["PTLINT_TEST_NOTEBOOK_FIXES"] = "1"
     if pythonpath is not None:
         out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), out.get("PYTHONPATH")]))
     return out
@@ -219,7 +222,8 @@ def capabilities(client: str, *, notebooks: bool = False) -> types.ClientCapabil
 @contextlib.asynccontextmanager
 async def editor(tmp_path: Path, *, options: Any = None, client: str = "visual-studio-code",
                  trace: bool = False, test_rules: bool = False, folder: Path | None = None,
-                 notebooks: bool = False, pythonpath: Path | None = None):
+                 notebooks: bool = False, pythonpath: Path | None = None,
+                 notebook_fixes: bool = False):
     """A started and initialized `ptlint server`, stopped at the end."""
     session: Editor
 
@@ -243,7 +247,8 @@ async def editor(tmp_path: Path, *, options: Any = None, client: str = "visual-s
 
     config = ClientServerConfig(server_command=[sys.executable, "-m", "ptlint", "server"],
                                 client_factory=factory, server_env=env(tmp_path, test_rules=test_rules,
-                                                          pythonpath=pythonpath))
+                                                          pythonpath=pythonpath,
+                                                          notebook_fixes=notebook_fixes))
     lsp = await config.start()
     session = Editor(lsp)
     root = folder or tmp_path

@@ -142,7 +142,8 @@ async def test_nearest_configuration_per_document_and_refresh_on_change(tmp_path
     config.write_text('[tool.ptlint]\nignore = ["PTL102"]\n')
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "ptlint.toml").write_text('extend-select = ["PTL113"]\n')
-    loader = "import torch\nloader = torch.utils.data.DataLoader(ds)\n" + DP.split("\n", 1)[1]
+    loader = ("import torch\nloader = torch.utils.data.DataLoader(ds)\nfor batch in loader:\n"
+              "    print(batch)\n" + DP.split("\n", 1)[1])
     async with editor(tmp_path) as ed:
         inside = ed.open(project / "sub" / "train.py", loader)
         outside = ed.open(tmp_path / "other" / "train.py", loader)
@@ -188,7 +189,7 @@ async def test_a_configuration_change_is_seen_without_file_watching(tmp_path):
 
 async def test_initialization_options_override_the_configuration(tmp_path):
     (tmp_path / "ptlint.toml").write_text('ignore = ["PTL102"]\n')
-    text = DP + "loader = torch.utils.data.DataLoader(ds)\n"
+    text = DP + "loader = torch.utils.data.DataLoader(ds)\nfor batch in loader:\n    print(batch)\n"
     async with editor(tmp_path, options={"select": ["PTL113"]}) as ed:
         doc = ed.open(tmp_path / "a.py", text)
         assert [d.code for d in await ed.diagnostics(doc)] == ["PTL113"]

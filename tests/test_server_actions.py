@@ -19,7 +19,7 @@ from ptlint.rule import registry
 
 pytestmark = pytest.mark.asyncio
 
-DP = "import torch\nm = torch.nn.DataParallel(model)\n"
+DP = "import torch\nm = torch.nn.DataParallel(model.cuda())\n"
 
 
 def is_command(action) -> bool:
@@ -77,7 +77,7 @@ async def test_fix_all_is_what_fix_writes(tmp_path):
         "x = torch.tensor(3.0)\n"
         "with torch.no_grad:\n"  # PTL025: safe
         "    y = torch.log(1 + x)\n"  # PTL110: safe
-        "m = torch.nn.DataParallel(model)\n"  # PTL102: unsafe
+        "m = torch.nn.DataParallel(model.cuda())\n"  # PTL102: unsafe
     )
     for options, unsafe, title in (
         (None, False, "Fix all safe findings in file"),
@@ -105,8 +105,8 @@ async def test_suppression_appends_to_a_noqa_list_and_is_not_offered_where_it_wo
         [new] = ed.apply(action.edit).values()
         assert new == "import torch\nm = torch.nn.DataParallel(model)  # noqa: E501, PTL102\n"
         # the line goes on in a string, or after a backslash: a comment cannot go there
-        for text in ('import torch\nm = torch.nn.DataParallel(model, x="""\n""")\n',
-                     "import torch\nm = torch.nn.DataParallel(model) if a else \\\n    b\n"):
+        for text in ('import torch\nm = torch.nn.DataParallel(model.cuda(), x="""\n""")\n',
+                     "import torch\nm = torch.nn.DataParallel(model.cuda()) if a else \\\n    b\n"):
             ed.change(doc, text)
             [diag] = await ed.diagnostics(doc)
             titles = [a.title for a in await ed.actions(doc, diag)]
@@ -117,7 +117,7 @@ async def test_suppression_appends_to_a_noqa_list_and_is_not_offered_where_it_wo
 async def test_clients_without_resolve_get_the_edits_at_once(tmp_path):
     """Emacs 29 (eglot) cannot resolve code actions, counts columns in UTF-32
     and takes `documentChanges` with versions."""
-    text = "import torch\nnote = '🔥'; m = torch.nn.DataParallel(model)\n"
+    text = "import torch\nnote = '🔥'; m = torch.nn.DataParallel(model.cuda())\n"
     async with editor(tmp_path, client="emacs") as ed:
         doc = ed.open(tmp_path / "e.py", text)
         [diag] = await ed.diagnostics(doc)
@@ -125,7 +125,7 @@ async def test_clients_without_resolve_get_the_edits_at_once(tmp_path):
         fix = next(a for a in actions if a.title.startswith("PTL102"))
         assert fix.edit is not None and fix.edit.document_changes
         [new] = ed.apply(fix.edit).values()
-        assert "note = '🔥'; m = DistributedDataParallel(model)" in new
+        assert "note = '🔥'; m = DistributedDataParallel(model.cuda())" in new
         compile(new, "e.py", "exec")
 
 

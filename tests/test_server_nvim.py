@@ -18,7 +18,7 @@ NVIM = shutil.which("nvim")
 TRAIN = """\
 import torch
 
-model = torch.nn.Linear(4, 2)
+model = torch.nn.Linear(4, 2).cuda()
 model = torch.nn.DataParallel(model)
 losses = []
 for x, y in loader:
