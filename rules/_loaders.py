@@ -15,7 +15,11 @@ how the loader is used afterwards:
 and `skipped(loader)` tells the loaders no data-loading advice applies to: an
 index batcher (`DataLoader(range(n), ...)`), the whole dataset in one batch
 (`batch_size=len(dataset)`), and a loader never iterated nor passed on.
-Loaders are named by their variable (`loader`, `self.loader`), per function.
+Loaders are named by their variable (`loader`, `self.loader`), per function; a
+plain name bound to a second `DataLoader(...)` is a new loader from there on
+(uses after the rebinding are the new one's). A loader's dataset is a
+`TensorDataset` when it is built in place, bound to a variable, or comes
+through a parameter of a function every call of which in the file passes one.
 """
 from __future__ import annotations
 
@@ -50,6 +54,7 @@ class Loader:
     tensor_dataset: bool = False  # `TensorDataset(...)`: tensors already in memory
     one_batch: bool = False
     in_test: bool = False
+    dataset_param: tuple[str, str, int] | None = None  # (function, parameter, position)
 
 
 @dataclass
@@ -139,29 +144,48 @@ class LoaderRule(TracksTests, Rule):
         self._aliases: dict[Key, Key] = {}  # `pbar = tqdm(loader)`: pbar -> loader
         self._targets: set[int] = set()  # tuples and lists that store nothing: targets, displays
         self._tensor_datasets: set[Key] = set()  # variables bound to a `TensorDataset(...)`
+        self._generation: dict[Key, int] = {}  # how many loaders a plain name was bound to
+        self._functions: list[tuple[str, list[str]]] = []  # enclosing functions, parameters
+        self._defined: dict[str, int] = {}  # function name -> how many definitions
+        # function name -> per call: {position or keyword: a TensorDataset is passed}
+        self._calls: dict[str, list[dict[int | str, bool] | None]] = {}
 
     # -- scopes --------------------------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         super().visit_FunctionDef(node)
         params = node.params
-        names = {p.name.value for p in (*params.posonly_params, *params.params,
-                                        *params.kwonly_params)}
+        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+        names = {*positional, *(p.name.value for p in params.kwonly_params)}
         self._scopes.append((id(node), names))
+        self._functions.append((node.name.value, positional))
+        self._defined[node.name.value] = self._defined.get(node.name.value, 0) + 1
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         super().leave_FunctionDef(original_node)
         self._scopes.pop()
+        self._functions.pop()
 
     def key(self, name: str, *, binding: bool = False) -> Key:
         """Which function's `name` this is: the current one's if bound there;
-        `self.x` is one variable for the whole file."""
+        `self.x` is one variable for the whole file. A plain name rebound to a
+        new loader is another variable from there on."""
         base = name.split(".", 1)[0]
         if base == "self":
             return 0, name
         scope, names = self._scopes[-1]
         if binding:
             names.add(base)
-        return (scope, name) if base in names else (0, name)
+        key = (scope, name) if base in names else (0, name)
+        generation = self._generation.get(key, 0)
+        return (key[0], f"{name}#{generation}") if generation > 1 else key
+
+    def _rebinds(self, name: str) -> None:
+        """`loader = DataLoader(...)` once more: a new loader under the same name."""
+        if name.split(".", 1)[0] != "self":
+            scope, names = self._scopes[-1]
+            names.add(name.split(".", 1)[0])
+            key = (scope, name)
+            self._generation[key] = self._generation.get(key, 0) + 1
 
     def _use(self, node: cst.BaseExpression, how: str) -> None:
         name = dotted(node)
@@ -175,6 +199,8 @@ class LoaderRule(TracksTests, Rule):
         self._targets.update(id(t.target) for t in node.targets)
         name = dotted(node.targets[0].target) if len(node.targets) == 1 else None
         if name is not None:
+            if isinstance(node.value, cst.Call) and self.qualified_name(node.value.func) in LOADERS:
+                self._rebinds(name)
             self._assigned[id(node.value)] = self.key(name, binding=True)
             if "torch.cuda." in cst.Module([]).code_for_node(node.value):
                 self._cuda_types.add(name)
@@ -276,6 +302,8 @@ class LoaderRule(TracksTests, Rule):
         if isinstance(func, (cst.Name, cst.Attribute)) and self.qualified_name(func) in LOADERS:
             self._loader(node)
             return
+        if isinstance(func, cst.Name):
+            self._calls.setdefault(func.value, []).append(self._passes_tensor_datasets(node))
         name = last_name(func)
         how = "inspected" if name in _INSPECTING else None if name in _WRAPPING else "passed"
         if how is not None:
@@ -288,6 +316,38 @@ class LoaderRule(TracksTests, Rule):
         name = dotted(node)
         return name is not None and self.key(name) in self._tensor_datasets
 
+    def _passes_tensor_datasets(self, call: cst.Call) -> dict[int | str, bool] | None:
+        """For a call `f(...)`: which arguments are `TensorDataset`s; None when `*args`
+        or `**kwargs` hide where they go."""
+        if any(a.star for a in call.args):
+            return None
+        out: dict[int | str, bool] = {}
+        for i, arg in enumerate(call.args):
+            where = arg.keyword.value if arg.keyword is not None else i
+            out[where] = self._is_tensor_dataset(arg.value)
+        return out
+
+    def _dataset_param(self, dataset: cst.BaseExpression) -> tuple[str, str, int] | None:
+        """`(function, parameter, position)` when the dataset is a parameter of the
+        function the loader is built in (and not rebound there)."""
+        if not (isinstance(dataset, cst.Name) and self._functions):
+            return None
+        function, positional = self._functions[-1]
+        if dataset.value not in positional or self.key(dataset.value) in self._tensor_datasets:
+            return None
+        return function, dataset.value, positional.index(dataset.value)
+
+    def _through_parameter(self, loader: Loader) -> bool:
+        """Every call of the loader's function in the file passes a `TensorDataset`
+        for the dataset parameter (and there is at least one, and one definition)."""
+        if loader.dataset_param is None:
+            return False
+        function, parameter, position = loader.dataset_param
+        calls = self._calls.get(function, [])
+        if self._defined.get(function) != 1 or not calls:
+            return False
+        return all(c is not None and c.get(parameter, c.get(position, False)) for c in calls)
+
     def _loader(self, node: cst.Call) -> None:
         key = self._assigned.get(id(node))
         dataset = argument(node, "dataset", 0)
@@ -295,7 +355,8 @@ class LoaderRule(TracksTests, Rule):
             node, key, None if key is not None else self._in_place.get(id(node), "passed"),
             self._loop_of.get(id(node)), _index_batcher(node, self.qualified_name),
             dataset is not None and self._is_tensor_dataset(dataset.value),
-            _one_batch(node), self.in_test))
+            _one_batch(node), self.in_test,
+            self._dataset_param(dataset.value) if dataset is not None else None))
 
     # -- verdicts ------------------------------------------------------------------------
     def how_used(self, loader: Loader) -> set[str]:
@@ -320,6 +381,7 @@ class LoaderRule(TracksTests, Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         for loader in self.loaders:
+            loader.tensor_dataset = loader.tensor_dataset or self._through_parameter(loader)
             self.check(loader)
 
     def check(self, loader: Loader) -> None:

@@ -23,9 +23,10 @@ class DataLoaderWithoutWorkers(LoaderRule):
       used;
     - a loader over indices or values already in memory
       (`DataLoader(range(n), ...)`, `DataLoader(torch.arange(n), ...)`, a
-      list or tuple display) or over a `TensorDataset` (given in place, or
-      through a variable bound to one): indexing tensors in memory costs
-      less than passing the batch from a worker process;
+      list or tuple display) or over a `TensorDataset` (given in place,
+      through a variable bound to one, or through a parameter of a function
+      every call of which in the file passes one): indexing tensors in
+      memory costs less than passing the batch from a worker process;
     - the whole dataset in one batch (`batch_size=len(dataset)`,
       `x.shape[0]`, `x.size(0)`);
     - test code (test files, and `test*` functions and `Test*` classes in a

@@ -18,7 +18,8 @@ class DataLoaderWithoutPinMemory(LoaderRule):
     file that mentions CUDA. A loader that is returned, stored or passed to
     a function (so the loop may live elsewhere) counts when some loop in the
     file moves its batches. A loader iterated in place
-    (`for x in DataLoader(...)`) is judged by that loop alone.
+    (`for x in DataLoader(...)`) is judged by that loop alone, and a name
+    bound to a second `DataLoader(...)` names a new loader from there on.
 
     Left alone: calls with `*args`/`**kwargs` (which may set it), an explicit
     `pin_memory=False`, a loader only inspected (`next(iter(loader))`,
