@@ -13,8 +13,9 @@ how the loader is used afterwards:
   `print(loader)`, a loop that ends in `break` (one batch).
 
 and `skipped(loader)` tells the loaders no data-loading advice applies to: an
-index batcher (`DataLoader(range(n), ...)`), the whole dataset in one batch
-(`batch_size=len(dataset)`), and a loader never iterated nor passed on.
+index batcher (`DataLoader(range(n), ...)`, also through a variable bound
+to `range(n)`, `torch.randperm(n)` or a list display), the whole dataset in
+one batch (`batch_size=len(dataset)`), and a loader never iterated nor passed on.
 Loaders are named by their variable (`loader`, `self.loader`), per function; a
 plain name bound to a second `DataLoader(...)` is a new loader from there on
 (uses after the rebinding are the new one's). A loader's dataset is a
@@ -95,17 +96,13 @@ def _wrapped(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [node]
 
 
-def _index_batcher(call: cst.Call, resolve) -> bool:
-    """`DataLoader(range(n), ...)`, `DataLoader(torch.arange(n), ...)`, a list or tuple
-    display: it batches indices or values already in memory."""
-    dataset = argument(call, "dataset", 0)
-    if dataset is None:
-        return False
-    value = dataset.value
+def _in_memory(value: cst.BaseExpression, resolve) -> bool:
+    """`range(n)`, `torch.arange(n)`, `torch.randperm(n)`, a list or tuple display or
+    comprehension: indices or values already in memory."""
     if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
         return True
     if isinstance(value, cst.Call):
-        return resolve(value.func) in ("builtins.range", "torch.arange")
+        return resolve(value.func) in ("builtins.range", "torch.arange", "torch.randperm")
     return False
 
 
@@ -144,6 +141,7 @@ class LoaderRule(TracksTests, Rule):
         self._aliases: dict[Key, Key] = {}  # `pbar = tqdm(loader)`: pbar -> loader
         self._targets: set[int] = set()  # tuples and lists that store nothing: targets, displays
         self._tensor_datasets: set[Key] = set()  # variables bound to a `TensorDataset(...)`
+        self._in_memory: set[Key] = set()  # variables bound to `range(n)`, a list display
         self._generation: dict[Key, int] = {}  # how many loaders a plain name was bound to
         self._functions: list[tuple[str, list[str]]] = []  # enclosing functions, parameters
         self._defined: dict[str, int] = {}  # function name -> how many definitions
@@ -210,6 +208,10 @@ class LoaderRule(TracksTests, Rule):
                 self._alias(name, node.value)
             if self._is_tensor_dataset(node.value):
                 self._tensor_datasets.add(self.key(name))
+            if _in_memory(node.value, self.qualified_name):
+                self._in_memory.add(self.key(name))
+            else:
+                self._in_memory.discard(self.key(name))
         if self._loops:  # `inputs, labels = batch`: still the batch
             batch = self._loops[-1].batch
             if root(node.value) in batch:
@@ -316,6 +318,16 @@ class LoaderRule(TracksTests, Rule):
         name = dotted(node)
         return name is not None and self.key(name) in self._tensor_datasets
 
+    def _index_batcher(self, dataset: cst.Arg | None) -> bool:
+        """`DataLoader(range(n), ...)`, `DataLoader(indices, ...)` after `indices =
+        [...]`: it batches indices or values already in memory."""
+        if dataset is None:
+            return False
+        name = dotted(dataset.value)
+        if name is not None:
+            return self.key(name) in self._in_memory
+        return _in_memory(dataset.value, self.qualified_name)
+
     def _passes_tensor_datasets(self, call: cst.Call) -> dict[int | str, bool] | None:
         """For a call `f(...)`: which arguments are `TensorDataset`s; None when `*args`
         or `**kwargs` hide where they go."""
@@ -353,7 +365,7 @@ class LoaderRule(TracksTests, Rule):
         dataset = argument(node, "dataset", 0)
         self.loaders.append(Loader(
             node, key, None if key is not None else self._in_place.get(id(node), "passed"),
-            self._loop_of.get(id(node)), _index_batcher(node, self.qualified_name),
+            self._loop_of.get(id(node)), self._index_batcher(dataset),
             dataset is not None and self._is_tensor_dataset(dataset.value),
             _one_batch(node), self.in_test,
             self._dataset_param(dataset.value) if dataset is not None else None))

@@ -22,8 +22,9 @@ class DataLoaderWithoutWorkers(LoaderRule):
       `print(loader)`, a loop that breaks after its first batch) or never
       used;
     - a loader over indices or values already in memory
-      (`DataLoader(range(n), ...)`, `DataLoader(torch.arange(n), ...)`, a
-      list or tuple display) or over a `TensorDataset` (given in place,
+      (`DataLoader(range(n), ...)`, `DataLoader(torch.arange(n), ...)`,
+      `torch.randperm(n)`, a list or tuple display, also through a variable
+      bound to one of these) or over a `TensorDataset` (given in place,
       through a variable bound to one, or through a parameter of a function
       every call of which in the file passes one): indexing tensors in
       memory costs less than passing the batch from a worker process;

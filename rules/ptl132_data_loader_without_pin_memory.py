@@ -25,7 +25,8 @@ class DataLoaderWithoutPinMemory(LoaderRule):
     `pin_memory=False`, a loader only inspected (`next(iter(loader))`,
     `len(loader)`, a loop that breaks after its first batch) or never used,
     a loader over indices or values already in memory
-    (`DataLoader(range(n), ...)`), the whole dataset in one batch
+    (`DataLoader(range(n), ...)`, a list display, or a variable bound to
+    one), the whole dataset in one batch
     (`batch_size=len(dataset)`) and test code (test files, and `test*`
     functions and `Test*` classes in a file that uses pytest or unittest).
 
