@@ -74,10 +74,14 @@ def test_the_table_fits_the_terminal(capsys, monkeypatch, columns):
                                "999.0", "MiB", "123.0", "MiB"]
     assert cells["PTL122"][-5:] == ["1.09x?", "2.0", "MiB", "2.0", "MiB"]
     assert cells["PTL999"][2:] == ["100", "us", "error", "-", "1.0", "KiB", "error"]
+    # the fixed version of PTL102 ran under torchrun with 2 processes: its row says so
+    assert [line.split()[:5] for line in lines if re.match(r"PTL102 .* ms ", line)] == \
+        [["PTL102", "x2", "passed", "11.7", "ms"]]
     text = _words(out)
     for row in ROWS:  # every word of every block is there, in order
         status = "passed" if row.passed else "FAILED"
-        assert f"{row.check.code} {row.check.name}: {status} on cpu" in text
+        launch = " (torchrun x2)" if row.check.code == "PTL102" else ""
+        assert f"{row.check.code} {row.check.name}{launch}: {status} on cpu" in text
         assert f"compared {_words(row.check.spec.compared)}" in text
         assert f"found {_words(row.detail)}" in text
     assert _words(ROWS[1].note.removeprefix("PTL102: ")) in text

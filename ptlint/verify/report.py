@@ -35,9 +35,16 @@ def _wrap(label: str, text: str, width: int) -> list[str]:
                          subsequent_indent=" " * LABEL, break_on_hyphens=False) or [head]
 
 
+def _launched(row: Row) -> str:
+    """` x2` for a row whose fixed version ran under `torchrun --nproc_per_node=2`:
+    a check launched both ways (NPROC = (1, 2)) has a row each."""
+    return f" x{row.fixed.nproc}" if row.fixed.nproc > 1 else ""
+
+
 def _block(row: Row, width: int) -> list[str]:
     status = "passed" if row.passed else "FAILED"
-    lines = [f"{row.check.code} {row.check.name}: {status} on {row.device}"]
+    launch = f" (torchrun{_launched(row)})" if _launched(row) else ""
+    lines = [f"{row.check.code} {row.check.name}{launch}: {status} on {row.device}"]
     lines += _wrap("compared", row.check.spec.compared, width)
     lines += _wrap("found", row.detail, width)
     if row.note:
@@ -61,7 +68,7 @@ def render_table(rows: list[Row], header: str) -> None:
     for column in ("bad time", "fixed time", "ratio", "bad peak", "fixed peak"):
         table.add_column(column, justify="right", no_wrap=True)
     for row in rows:
-        table.add_row(row.check.code, "[green]passed[/]" if row.passed else "[bold red]FAILED[/]",
+        table.add_row(row.check.code + _launched(row), "[green]passed[/]" if row.passed else "[bold red]FAILED[/]",
                       _time_cell(row.bad), _time_cell(row.fixed), _ratio_cell(row),
                       _peak_cell(row.bad), _peak_cell(row.fixed))
     for line in textwrap.wrap(header, width):
