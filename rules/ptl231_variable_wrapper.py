@@ -31,6 +31,27 @@ def _parenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
     return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _keep_call_parentheses(call: cst.Call, new: cst.BaseExpression) -> cst.BaseExpression:
+    """`Variable(` and `)` around a multi-line argument become plain parentheses when the
+    argument's line breaks need them, or the call's comments would be lost without them."""
+    last = call.args[-1]
+    before = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) \
+        else last.whitespace_after_arg
+    try:
+        compile(_code(new), "<fix>", "eval")
+        bare = "#" not in _code(call.whitespace_before_args) + _code(before)
+    except SyntaxError:
+        bare = False
+    if bare:
+        return new
+    return new.with_changes(lpar=[cst.LeftParen(whitespace_after=call.whitespace_before_args)],
+                            rpar=[cst.RightParen(whitespace_before=before)])
+
+
 class VariableWrapper(Rule):
     """
     ## What it does
@@ -133,6 +154,8 @@ class VariableWrapper(Rule):
             new = call_method(_parenthesized(data), "requires_grad_", *args)
         if node.lpar:  # `(Variable(x))`: the parentheses belong to the call
             new = new.with_changes(lpar=node.lpar, rpar=node.rpar)
+        elif not new.lpar and "\n" in _code(node):
+            new = _keep_call_parentheses(node, new)
         self.report(node, replacement=new, safety=Safety.SAFE if fresh else Safety.UNSAFE)
 
     def _fresh(self, data: cst.BaseExpression) -> bool:
