@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ptlint.fixers.arguments import keyword
 from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
 from ptlint.rule import Rule
@@ -76,7 +77,10 @@ class SaveWholeModule(Rule):
     ## Fix safety
     Unsafe: the fix saves `model.state_dict()` instead of `model`, so the
     code that loads the file must change too (build the model, then
-    `model.load_state_dict(torch.load(path, weights_only=True))`).
+    `model.load_state_dict(torch.load(path, weights_only=True))`). No fix
+    is offered in a file that itself calls `torch.load` without
+    `weights_only=True`: it may read the whole module back, which a state
+    dict cannot replace.
 
     ## References
     - [Saving and loading models: save/load `state_dict` (recommended)](https://pytorch.org/tutorials/beginner/saving_loading_models.html#save-load-state-dict-recommended)
@@ -97,6 +101,7 @@ class SaveWholeModule(Rule):
         self.kinds: list[bool | None] = []  # per enclosing def: a class (module or not) or None
         self.scopes: list[dict[str, _Binding]] = [{}]
         self.saves: list[tuple[cst.BaseExpression, _Binding]] = []
+        self.loads_objects = False  # a `torch.load` that may read a whole module back
 
     # -- classes, functions, names ----------------------------------------------
     def _is_module_class(self, node: cst.BaseExpression) -> bool:
@@ -190,8 +195,12 @@ class SaveWholeModule(Rule):
             if binding is not None:
                 binding.module = True
             return
-        if not isinstance(func, (cst.Name, cst.Attribute)) or \
-                self.qualified_name(func) not in _SAVE or not node.args:
+        qualified = self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if qualified == "torch.load":
+            flag = keyword(node, "weights_only")
+            self.loads_objects |= not (flag is not None and isinstance(flag.value, cst.Name)
+                                       and flag.value.value == "True")
+        if qualified not in _SAVE or not node.args:
             return
         obj = node.args[0]
         if obj.keyword is not None or obj.star:
@@ -207,4 +216,5 @@ class SaveWholeModule(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         for value, binding in self.saves:
             if binding.module:
-                self.report(value, replacement=call_method(value, "state_dict"))
+                fix = None if self.loads_objects else call_method(value, "state_dict")
+                self.report(value, replacement=fix)

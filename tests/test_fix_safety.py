@@ -252,3 +252,33 @@ def test_fstrings_as_python_before_312_reads_them(code, fits):
     from ptlint.engine.guard import _fstrings_before_312
 
     assert _fstrings_before_312(cst.parse_module(code + "\n")) is fits
+
+
+# -- a fix keeps a script able to read its own files ---------------------------------------------
+SAVES_AND_LOADS = """\
+import torch
+import torch.nn as nn
+
+
+def train():
+    model = nn.Linear(2, 2)
+    torch.save(model, "model.pt")
+
+
+def resume():
+    model = torch.load("model.pt"{weights_only})
+    return model
+"""
+
+
+def test_ptl331_offers_no_fix_where_the_file_loads_whole_objects_back(tmp_path):
+    loads_module = SAVES_AND_LOADS.format(weights_only="")
+    found = _lint(tmp_path, loads_module, "--select", "PTL331")
+    assert [(f["line"], f["fix"]) for f in found] == [(7, None)]
+    proc, text = _fix(tmp_path, loads_module, "--select", "PTL331", "--unsafe-fixes")
+    assert proc.returncode == 1 and text == loads_module
+    # a loader that only reads tensors gets the state dict it can read
+    loads_tensors = SAVES_AND_LOADS.format(weights_only=", weights_only=True")
+    proc, text = _fix(tmp_path, loads_tensors, "--select", "PTL331", "--unsafe-fixes")
+    assert proc.returncode == 0, proc.stdout
+    assert "torch.save(model.state_dict(), " in text
