@@ -7,14 +7,16 @@
 For each corpus: copy its Python files to a temporary folder, run
 `ptlint --fix --unsafe-fixes --no-cache` there, then check that
 
-- every file the fix changed still compiles (and LibCST parses it),
+- every file the fix changed still compiles (and LibCST parses it); a notebook stays
+  valid JSON and every code cell that parsed before still parses,
 - a second `--fix` changes nothing (no file differs, "Fixed 0"),
 - no internal error, crashed worker, rejected fix or non-converging fix was reported,
-- (with --check-diff) `--diff` announced exactly the changes that --fix made.
+- (with --check-diff, Python files only) `--diff` announced exactly the changes that
+  --fix made.
 
 Prints the files, lines, fixes applied and every failure; exits 1 if any.
-Not part of `make test`: it runs minutes per corpus. Only the Python files are
-copied; a corpus's .gitignore files come along so discovery behaves the same.
+Not part of `make test`: it runs minutes per corpus. Only the Python files and
+notebooks are copied; a corpus's .gitignore files come along so discovery behaves the same.
 """
 from __future__ import annotations
 
@@ -35,22 +37,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from ptlint.io.diff import unified_diff  # noqa: E402
+from ptlint.io.ipython import mask  # noqa: E402
+from ptlint.io.notebook import source_text  # noqa: E402
 from ptlint.io.text import DecodeError, decode  # noqa: E402
 
-SUFFIXES = (".py", ".pyi")
+SUFFIXES = (".py", ".pyi", ".ipynb")
 PROBLEMS = re.compile(r"internal error|worker process died|would break the file|did not converge|"
                       r"does not reproduce this file|cannot write|Traceback")
 FIXED = re.compile(r"Fixed (\d+) findings?, (\d+) remaining")
 CONCISE = re.compile(r"^(?P<path>.+?):\d+:\d+: (?P<code>PTL\d{3}) ", re.M)
 
 
-def copy_corpus(source: Path, target: Path) -> tuple[int, int]:
+def _lines(path: Path) -> int:
+    """Lines of Python: a notebook's code cells, not its JSON."""
+    if path.suffix != ".ipynb":
+        return path.read_bytes().count(b"\n")
+    try:
+        cells = json.loads(path.read_bytes().decode("utf-8-sig"))["cells"]
+        return sum(source_text(c.get("source", "")).count("\n") + 1
+                   for c in cells if c.get("cell_type") == "code")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return 0
+
+
+def copy_corpus(source: Path, target: Path, suffixes: tuple[str, ...]) -> tuple[int, int]:
     files = lines = 0
     for folder, dirnames, filenames in os.walk(source):
         dirnames[:] = [d for d in dirnames if d != ".git"]
         here = Path(folder)
         for name in filenames:
-            if not (name.endswith(SUFFIXES) or name == ".gitignore"):
+            if not (name.endswith(suffixes) or name == ".gitignore"):
                 continue
             src = here / name
             if src.is_symlink() or not src.is_file():
@@ -58,9 +74,9 @@ def copy_corpus(source: Path, target: Path) -> tuple[int, int]:
             dst = target / src.relative_to(source)
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst)
-            if name.endswith(SUFFIXES):
+            if name.endswith(suffixes):
                 files += 1
-                lines += dst.read_bytes().count(b"\n")
+                lines += _lines(dst)
     return files, lines
 
 
@@ -91,13 +107,36 @@ def compiles(data: bytes) -> str | None:
     return None
 
 
+def broken_cells(data: bytes) -> set[int] | str:
+    """The code cells of a notebook that do not parse (IPython syntax masked),
+    or why the notebook is not one."""
+    import libcst
+
+    try:
+        cells = json.loads(data.decode("utf-8-sig"))["cells"]
+    except (ValueError, KeyError, TypeError) as exc:
+        return f"not a notebook: {type(exc).__name__}"
+    broken = set()
+    for number, cell in enumerate(cells, 1):
+        masked = mask(source_text(cell.get("source", ""))) if cell.get("cell_type") == "code" else None
+        if masked is None:
+            continue
+        try:
+            libcst.parse_module(masked.text)
+        except (libcst.ParserSyntaxError, RecursionError):
+            broken.add(number)
+    return broken
+
+
 def sweep(name: str, source: Path, args: argparse.Namespace) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"ptlint-sweep-{name}-"))
     copy = work / name
     started = time.monotonic()
-    files, lines = copy_corpus(source, copy)
+    # --diff shows a notebook's cells, not its JSON: --check-diff compares Python files only
+    files, lines = copy_corpus(source, copy, SUFFIXES[:2] if args.check_diff else SUFFIXES)
     before = snapshot(copy)
-    originals = {rel: (copy / rel).read_bytes() for rel in before} if args.check_diff else {}
+    originals = {rel: (copy / rel).read_bytes() for rel in before
+                 if args.check_diff or rel.endswith(".ipynb")}
     common = [".", "--no-cache", "--select", args.select, "-j", str(args.jobs)]
     failures: list[str] = []
     report: dict = {"corpus": name, "files": files, "lines": lines}
@@ -132,7 +171,13 @@ def sweep(name: str, source: Path, args: argparse.Namespace) -> dict:
     changed = sorted(rel for rel in after if after[rel] != before.get(rel))
     report["files_changed"] = len(changed)
     for rel in changed:
-        why = compiles((copy / rel).read_bytes())
+        data = (copy / rel).read_bytes()
+        if rel.endswith(".ipynb"):
+            was, now = broken_cells(originals[rel]), broken_cells(data)
+            if isinstance(now, str) or (not isinstance(was, str) and now - was):
+                failures.append(f"{rel}: cells no longer parse after --fix: {now}")
+            continue
+        why = compiles(data)
         if why is not None:
             failures.append(f"{rel}: does not compile after --fix: {why}")
     if set(after) != set(before):
