@@ -117,10 +117,10 @@ def is_sequence_display(node: cst.BaseExpression) -> bool:
 
 
 def is_size(node: cst.BaseExpression) -> bool:
-    """A size for sure: an int literal, `x.size()` or `x.shape`."""
+    """A size for sure: an int literal or `x.size()` (a `torch.Size`). Not `x.shape`:
+    an array's or a gym space's `.shape` is a tuple, which a legacy constructor
+    takes as data."""
     if isinstance(node, cst.Integer):
-        return True
-    if isinstance(node, cst.Attribute) and node.attr.value == "shape":
         return True
     return (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
             and node.func.attr.value == "size")

@@ -82,9 +82,10 @@ class LegacyTensorConstructor(Rule):
     for `torch.Tensor` the dtype is the default dtype, so integer literals are
     written as floats (`[1, 2]` -> `[1.0, 2.0]`) or, when the elements are
     not literals, `dtype=torch.get_default_dtype()` is passed. Sizes (two or
-    more arguments, an integer literal, `x.size()`, `x.shape`) become
+    more arguments, an integer literal, `x.size()`) become
     `torch.empty(...)`, which is just as uninitialised: fill it, or use
-    `torch.zeros`. `torch.cuda.*Tensor` adds `device="cuda"` (the current
+    `torch.zeros`. `x.shape` is reported without a fix: a tensor's shape is
+    a size, but an array's is a tuple, which the constructor copies as data. `torch.cuda.*Tensor` adds `device="cuda"` (the current
     device, as before). A single argument of unknown type (a variable, an
     array, a storage), keyword arguments, `*args` and calls through a local
     alias are reported without a fix.
@@ -169,7 +170,13 @@ class LegacyTensorConstructor(Rule):
             dtype = dtype.replace("torch.", f"{torch}.")
         args = list(node.args)
         if any(a.keyword is not None or a.star for a in args):
-            self.report(node, message=f"Legacy tensor constructor `torch.{short}(...)`")
+            data = args[0].keyword is None and not args[0].star \
+                and is_sequence_display(args[0].value)
+            self.report(node, message=(
+                f"Legacy tensor constructor `torch.{short}(data, ...)` copies `data` as values, "
+                "not a size: use `torch.tensor(data, ...)`" if data else
+                f"Legacy tensor constructor `torch.{short}(...)`: a size, data or an alias, "
+                "depending on its arguments' types: use `torch.tensor` or `torch.empty`"))
             return
         extra = {k: v for k, v in (("dtype", dtype), ("device", device)) if v}
         if not args:
