@@ -59,7 +59,8 @@ class DataParallel(TracksTests, Rule):
     - a model only used for inference: the file neither calls `backward` nor
       mentions an optimizer or `.step(`, the wrapped model is only run under
       `torch.no_grad()` / `torch.inference_mode()` (a block or a decorated
-      function) and is not returned: `DistributedDataParallel` is a training
+      function) and is not returned, or it is put in `.eval()` and nothing in
+      the file calls `.train(`: `DistributedDataParallel` is a training
       wrapper;
     - test code (test files, and `test*` functions and `Test*` classes in a
       file that uses pytest or unittest), where `DataParallel` support itself
@@ -143,6 +144,7 @@ class DataParallel(TracksTests, Rule):
         self.owners: list[cst.CSTNode] = []  # module, then the enclosing classes and functions
         self.on_device: set[tuple[int, str]] = set()  # (owner, name) moved to a device so far
         self.notebook = context.path.endswith(".ipynb")  # no fix there
+        self.evaluated: set[str] = set()  # names put in `.eval()`
 
     def visit_Module(self, node: cst.Module) -> None:
         self.owners.append(node)
@@ -239,6 +241,8 @@ class DataParallel(TracksTests, Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "eval" and not node.args:
+            self.evaluated.add(dotted(func.value) or "")
         if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
             if isinstance(func.value, cst.Call):
                 self.moves[id(func.value)] = node
@@ -263,18 +267,13 @@ class DataParallel(TracksTests, Rule):
                                 on_device))
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        inference: set[tuple[int, str]] = set()  # (owner, target) only used for inference
-        if not any(text in self.context.source for text in _TRAINS):
-            owners: dict[int, tuple[cst.CSTNode, set[str], set[int]]] = {}
-            for wrap in self.wraps:
-                if wrap.target is not None:
-                    _, targets, skip = owners.setdefault(id(wrap.owner), (wrap.owner, set(), set()))
-                    targets.add(wrap.target)
-                    skip.add(id(wrap.replaced))
-            for key, (owner, targets, skip) in owners.items():
-                inference |= {(key, t) for t in self._inference_only(owner, targets, skip)}
+        trains = any(text in self.context.source for text in _TRAINS)
+        inference = set() if trains else self._inference_wraps()
+        # an evaluation script: the model is put in eval mode and never trained
+        evaluated = set() if trains or ".train(" in self.context.source else self.evaluated
         for wrap in self.wraps:
-            if (id(wrap.owner), wrap.target) in inference:
+            if (id(wrap.owner), wrap.target) in inference or evaluated & {wrap.target,
+                                                                         _wrapped(wrap)}:
                 continue
             if not self._fixable(wrap):
                 self.report(wrap.call)
@@ -311,6 +310,17 @@ class DataParallel(TracksTests, Rule):
         return replacement
 
     # -- a model only used for inference --------------------------------------------
+    def _inference_wraps(self) -> set[tuple[int, str]]:
+        """(owner, target) of the wraps whose model is only used for inference."""
+        owners: dict[int, tuple[cst.CSTNode, set[str], set[int]]] = {}
+        for wrap in self.wraps:
+            if wrap.target is not None:
+                _, targets, skip = owners.setdefault(id(wrap.owner), (wrap.owner, set(), set()))
+                targets.add(wrap.target)
+                skip.add(id(wrap.replaced))
+        return {(key, t) for key, (owner, targets, skip) in owners.items()
+                for t in self._inference_only(owner, targets, skip)}
+
     def _no_grad(self, expr: cst.BaseExpression) -> bool:
         """`torch.no_grad()`, `torch.inference_mode()`, `set_grad_enabled(False)`, a
         project's own `no_grad`-named wrapper; as a `with` item or a decorator."""
@@ -355,6 +365,11 @@ class DataParallel(TracksTests, Rule):
             inside = returned or isinstance(node, (cst.Return, cst.Yield))
             stack.extend((child, item, inner, inside) for child in reversed(children(node)))
         return run - trained
+
+
+def _wrapped(wrap: _Wrap) -> str | None:
+    """The name of the module a wrap wraps: `m` in `DataParallel(m)`."""
+    return dotted(wrap.call.args[0].value) if wrap.call.args else None
 
 
 def _moved(expr: cst.BaseExpression) -> bool:

@@ -86,3 +86,22 @@ def test_ptl102_silent_in_test_files(cli, tmp_path):
     proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
     assert [line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line] == [
         "src/model.py"]
+
+
+EVALUATES = """\
+    import torch.nn as nn
+
+    def evaluate(net, images, detect):
+        net.eval()
+        model = nn.DataParallel(net)
+        return [detect(model, x) for x in images]
+    """
+
+
+def test_ptl102_silent_for_an_evaluation_script_only(cli, tmp_path):
+    write(tmp_path / "evaluate.py", EVALUATES)
+    write(tmp_path / "train.py", EVALUATES + "\n    def fit(model, opt):\n        opt.step()\n")
+    write(tmp_path / "both.py", EVALUATES + "\n    def resume(net):\n        net.train()\n")
+    proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
+        "both.py", "train.py"]
