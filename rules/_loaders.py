@@ -13,8 +13,10 @@ how the loader is used afterwards:
   `print(loader)`, a loop that ends in `break` (one batch).
 
 and `skipped(loader)` tells the loaders no data-loading advice applies to: an
-index batcher (`DataLoader(range(n), ...)`, also through a variable bound
-to `range(n)`, `torch.randperm(n)` or a list display), the whole dataset in
+index batcher or values already in memory (`DataLoader(range(n), ...)`, a
+list display or comprehension, `list(zip(...))`, a torch tensor such as
+`torch.from_numpy(a).float()`, slices and sums of those, also through a
+variable bound to one), the whole dataset in
 one batch (`batch_size=len(dataset)`), and a loader never iterated nor passed on.
 Loaders are named by their variable (`loader`, `self.loader`), per function; a
 plain name bound to a second `DataLoader(...)` is a new loader from there on
@@ -96,13 +98,30 @@ def _wrapped(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [node]
 
 
-def _in_memory(value: cst.BaseExpression, resolve) -> bool:
-    """`range(n)`, `torch.arange(n)`, `torch.randperm(n)`, a list or tuple display or
-    comprehension: indices or values already in memory."""
+def _in_memory(value: cst.BaseExpression, resolve, known) -> bool:
+    """Indices or values already in memory: `range(n)`, a list or tuple display or
+    comprehension, `list(...)`/`tuple(...)` (materialised), a torch tensor
+    (`torch.randperm(n)`, `torch.from_numpy(a).float()`), slices and sums of those,
+    and names `known` to hold one."""
     if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
         return True
-    if isinstance(value, cst.Call):
-        return resolve(value.func) in ("builtins.range", "torch.arange", "torch.randperm")
+    if isinstance(value, cst.Subscript):
+        return _in_memory(value.value, resolve, known)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+        return _in_memory(value.left, resolve, known) and _in_memory(value.right, resolve, known)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+        return _in_memory(value.left, resolve, known) or _in_memory(value.right, resolve, known)
+    if isinstance(value, (cst.Name, cst.Attribute)):
+        name = dotted(value)
+        return name is not None and known(name)
+    if isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)):
+        qualified = resolve(value.func) or ""
+        if qualified in ("builtins.range", "builtins.list", "builtins.tuple"):
+            return True
+        if qualified.startswith("torch.") and not qualified.startswith("torch.utils."):
+            return True  # a tensor
+        if isinstance(value.func, cst.Attribute) and not qualified:
+            return _in_memory(value.func.value, resolve, known)  # `data.float()`
     return False
 
 
@@ -208,7 +227,7 @@ class LoaderRule(TracksTests, Rule):
                 self._alias(name, node.value)
             if self._is_tensor_dataset(node.value):
                 self._tensor_datasets.add(self.key(name))
-            if _in_memory(node.value, self.qualified_name):
+            if _in_memory(node.value, self.qualified_name, self._holds_in_memory):
                 self._in_memory.add(self.key(name))
             else:
                 self._in_memory.discard(self.key(name))
@@ -323,10 +342,10 @@ class LoaderRule(TracksTests, Rule):
         [...]`: it batches indices or values already in memory."""
         if dataset is None:
             return False
-        name = dotted(dataset.value)
-        if name is not None:
-            return self.key(name) in self._in_memory
-        return _in_memory(dataset.value, self.qualified_name)
+        return _in_memory(dataset.value, self.qualified_name, self._holds_in_memory)
+
+    def _holds_in_memory(self, name: str) -> bool:
+        return self.key(name) in self._in_memory
 
     def _passes_tensor_datasets(self, call: cst.Call) -> dict[int | str, bool] | None:
         """For a call `f(...)`: which arguments are `TensorDataset`s; None when `*args`
