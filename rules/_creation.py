@@ -34,9 +34,12 @@ LIKE = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "rand_li
 # t.<name>(...) creating a tensor on t's device (and with t's dtype).
 NEW = frozenset({"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"})
 # Legacy constructors: always on the CPU (unless the default tensor type is changed).
-LEGACY = frozenset({"Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor",
-                    "ByteTensor", "CharTensor", "ShortTensor", "IntTensor", "LongTensor",
-                    "BoolTensor"})
+LEGACY_DTYPES = {  # and the dtype each creates (None: the default dtype)
+    "Tensor": None, "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16", "ByteTensor": "uint8", "CharTensor": "int8",
+    "ShortTensor": "int16", "IntTensor": "int32", "LongTensor": "int64", "BoolTensor": "bool",
+}
+LEGACY = frozenset(LEGACY_DTYPES)
 # Drawn from a random generator: on another device they draw other numbers.
 RANDOM = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like",
                     "randint_like"})
@@ -59,10 +62,11 @@ DTYPES = frozenset({
     "int16", "short", "int32", "int", "int64", "long", "bool", "complex64", "cfloat",
     "complex128", "cdouble",
 })
-# Views and reshapes over the whole tensor (no slicing: a slice of a device tensor
-# would keep the whole allocation alive; no `expand`: its result cannot be written).
+# Views and reshapes over the whole tensor, and `repeat` (a copy of the whole); no
+# slicing: a slice of a device tensor would keep the whole allocation alive; no
+# `expand`: its result cannot be written.
 VIEWS = frozenset({"unsqueeze", "squeeze", "view", "reshape", "flatten", "unflatten", "t",
-                   "transpose", "permute", "contiguous"})
+                   "transpose", "permute", "contiguous", "repeat"})
 FILLS = frozenset({"fill_", "zero_", "triu", "tril", "triu_", "tril_", "fill_diagonal_"})
 RANDOM_FILLS = frozenset({"uniform_", "normal_", "random_", "bernoulli_", "exponential_",
                           "geometric_", "log_normal_", "cauchy_"})
@@ -169,6 +173,14 @@ def classify(call: cst.Call, resolve: Resolve) -> Op | None:
         arg = call.args[0]
         if (arg.keyword is None or arg.keyword.value == "dtype") and is_dtype(arg.value, resolve):
             return Op(call, "cast", arg.value)
+        legacy = resolve(arg.value) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
+        dtype = LEGACY_DTYPES.get((legacy or "").removeprefix("torch."))
+        if method == "type" and arg.keyword is None and dtype is not None:
+            # `.type(torch.FloatTensor)` also moves to the CPU: kept as `.to(torch.float32)`
+            spelled = cst.parse_expression(f"torch.{dtype}")
+            return Op(call.with_changes(func=func.with_changes(attr=cst.Name("to")),
+                                        args=[arg.with_changes(value=spelled)]),
+                      "cast", spelled, spelled=True)
         return None
     if method in VIEWS:
         # `x.view(torch.int16)` reinterprets the bits: not a shape view

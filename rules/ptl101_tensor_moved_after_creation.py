@@ -61,8 +61,8 @@ class TensorMovedAfterCreation(Rule):
 
     - a factory (`torch.zeros`, `torch.tensor`, `torch.rand`, `torch.arange`,
       `torch.full`, the window functions, ...), also when a dtype cast
-      (`.long()`, `.half()`, `.to(torch.float16)`), a view (`.unsqueeze(0)`,
-      `.view(...)`, `.t()`) or an in-place fill (`.fill_(v)`, `.uniform_()`)
+      (`.long()`, `.half()`, `.to(torch.float16)`, `.type(torch.LongTensor)`),
+      a view (`.unsqueeze(0)`, `.view(...)`, `.t()`), `.repeat(...)` or an in-place fill (`.fill_(v)`, `.uniform_()`)
       sits between the factory and the move:
       `torch.zeros(n).long().to(device)`;
     - a legacy constructor with literal data or sizes
@@ -120,7 +120,8 @@ class TensorMovedAfterCreation(Rule):
     `device="cuda:1"` and drops `non_blocking=`/`copy=`, which mean nothing
     for a tensor created in place. Steps between the factory and the move
     stay where they were, now on the device (`torch.arange(n).float().cuda()`
-    becomes `torch.arange(n, device="cuda").float()`), with two folds:
+    becomes `torch.arange(n, device="cuda").float()`; `.type(torch.FloatTensor)`,
+    which would move back to the CPU, becomes `.to(torch.float32)`), with two folds:
 
     - a dtype (from casts, or from `.to(device, dtype)`) goes into the
       factory as `dtype=` for `zeros`, `ones`, `empty`, `eye`, their

@@ -7,28 +7,17 @@ from ptlint.fixers.arguments import with_keyword
 from ptlint.fixers.expressions import as_floats, is_sequence_display, is_size
 from ptlint.model import Safety
 from ptlint.rule import Rule
+from ptlint.rules._creation import LEGACY_DTYPES
 
-# legacy type -> dtype it creates (None: the default dtype, like `torch.empty`)
-_DTYPES = {
-    "Tensor": None,
-    "FloatTensor": "torch.float32",
-    "DoubleTensor": "torch.float64",
-    "HalfTensor": "torch.float16",
-    "BFloat16Tensor": "torch.bfloat16",
-    "ByteTensor": "torch.uint8",
-    "CharTensor": "torch.int8",
-    "ShortTensor": "torch.int16",
-    "IntTensor": "torch.int32",
-    "LongTensor": "torch.int64",
-    "BoolTensor": "torch.bool",
-}
-_LEGACY: dict[str, tuple[str | None, str | None]] = {}
-for _name, _dtype in _DTYPES.items():
-    _LEGACY[f"torch.{_name}"] = (_dtype, None)
+_LEGACY: dict[str, tuple[str | None, str | None]] = {}  # legacy type -> (dtype, device)
+for _name, _dtype in LEGACY_DTYPES.items():
+    _LEGACY[f"torch.{_name}"] = (_dtype and f"torch.{_dtype}", None)
     if _name != "Tensor":
-        _LEGACY[f"torch.cuda.{_name}"] = (_dtype, '"cuda"')
+        _LEGACY[f"torch.cuda.{_name}"] = (_dtype and f"torch.{_dtype}", '"cuda"')
 
 _IMPORTS = ("import torch",)
+
+
 def _rebuilt(call: cst.Call, func: str, args: list[cst.Arg], keywords: dict[str, str]) -> cst.Call:
     """`call` calling `func` with `args` (same comma style) plus `keywords`."""
     new = call.with_changes(func=cst.parse_expression(func), args=args)
