@@ -2,17 +2,28 @@
 """Benchmark ptlint against TorchFix and the LibCST parse floor on real code.
 
     python bench/bench.py /path/to/corpus [/path/to/other ...] [--runs 3] [--jobs 2]
-                          [--large /path/to/big/repository]
+                          [--small /path/to/repo ...] [--large /path/to/big/repository]
+                          [--one-file FILE]
 
 Both tools get exactly the same `.py` files (listed once, passed explicitly).
 Runs alternate: ptlint cold (empty cache), ptlint warm (cache from the cold
 run), the floor (LibCST parsing only the files ptlint has to parse, with the
 same number of processes) and TorchFix (installed from PyPI into its own
-virtualenv by this script). `--large` repeats ptlint cold, warm and the floor
-on a repository of thousands of files, for the warm/cold ratio and peak
-memory. Then the scaling series: subsets of the corpus, synthetic single
-files of growing size, and files with many fixes (one per line, or all on one
-generated line). Memory is the whole process tree's (sum of PSS).
+virtualenv by this script). `--small` does the same on a mix of small
+repositories, all their files in one invocation, where start-up and per-file
+costs weigh more than parsing. `--large` repeats ptlint cold, warm and the
+floor on a repository of thousands of files, for the warm/cold ratio and
+peak memory. The one-file series is the pre-commit case: one file, then five,
+named on the command line, ptlint cold and warm against TorchFix and the floor
+(one Python process that imports LibCST and parses them). Then the scaling
+series: subsets of the corpus, synthetic single files of growing size, and
+files with many fixes (one per line, or all on one generated line). Memory is
+the whole process tree's (sum of PSS).
+
+Every tool runs with Python's bytecode cache on (PYTHONDONTWRITEBYTECODE is
+dropped from the environment, and one untimed run of ptlint writes it first),
+as for an installed package. The tables are in the README's layout, ready to
+paste; the last lines sum up the ratios the README quotes.
 """
 from __future__ import annotations
 
@@ -32,6 +43,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SKIP_DIRS = {".git", ".venv", "venv", "build", "dist", "__pycache__", "node_modules", "site-packages"}
+# Installed packages have their bytecode compiled; so must ptlint's source checkout.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 @dataclass
@@ -87,7 +100,7 @@ def _tree_pss_mb(root: int) -> float:
     return total / 1024
 
 
-def measure(cmd: list[str], cwd: Path | None = None, env: dict | None = None) -> Sample:
+def measure(cmd: list[str], cwd: Path | None = None, env: dict | None = ENV) -> Sample:
     """Wall, CPU (user+sys of the process and its children) and peak memory of
     one run: the whole process tree's, sampled every 0.1 s where /proc allows,
     else the largest process's peak RSS."""
@@ -232,36 +245,98 @@ def describe(label: str, roots: list[Path], files: list[Path], lines: int) -> No
     print(f"\nfiles: {len(files)}, lines: {lines:,}\n")
 
 
-def compare(files: list[Path], lines: int, work: Path, ptlint: list[str], runs: int, jobs: int,
-            torchfix: Path | None) -> tuple[Series, Series]:
+FLOOR_ONE = r"""
+import sys
+import libcst as cst
+for path in sys.argv[1:]:
+    cst.parse_module(open(path, "rb").read())
+"""
+
+
+def run_floor_one(files: list[Path]) -> Sample:
+    """The floor of a run on a few files: one Python process that imports
+    LibCST and parses them."""
+    return measure([sys.executable, "-c", FLOOR_ONE, *map(str, files)])
+
+
+@dataclass
+class Compared:
+    label: str
+    lines: int
+    cold: Series
+    warm: Series
+    floor: Series
+    torchfix: Series
+
+    def ratio(self, a: Series, b: Series) -> float | None:
+        return a.median() / b.median() if a.samples and b.samples else None
+
+
+def compare(label: str, files: list[Path], lines: int, work: Path, ptlint: list[str], runs: int,
+            jobs: int, torchfix: Path | None, tf_version: str = "",
+            one_process_floor: bool = False) -> Compared:
     """Alternating runs of ptlint cold, ptlint warm, the floor and TorchFix on
-    `files`; prints the table and returns the cold and warm series."""
+    `files`; prints the table (in the README's layout) and returns the series.
+    `one_process_floor`: the floor is one process (for a few files)."""
     listing = work / "files.txt"
     listing.write_text("\n".join(str(p) for p in files))
     names = [str(p) for p in files]
     cache = work / ".ptlint_cache"
-    cold, warm, tfix, floor = Series("ptlint cold"), Series("ptlint warm"), Series("TorchFix"), Series("parse floor")
+    result = Compared(label, lines, Series("ptlint cold"), Series("ptlint warm"),
+                      Series("parse floor"), Series(f"TorchFix {tf_version}".strip()))
     for run in range(runs):
         shutil.rmtree(cache, ignore_errors=True)
-        cold.samples.append(measure([*ptlint, *names], cwd=work))
-        warm.samples.append(measure([*ptlint, *names], cwd=work))
-        floor.samples.append(run_floor(jobs, listing))
+        result.cold.samples.append(measure([*ptlint, *names], cwd=work))
+        result.warm.samples.append(measure([*ptlint, *names], cwd=work))
+        result.floor.samples.append(run_floor_one(files) if one_process_floor
+                                    else run_floor(jobs, listing))
         if torchfix is not None:
-            tfix.samples.append(measure([str(torchfix), "-j", str(jobs), *names], cwd=work))
-        print(f"run {run + 1}/{runs} done", file=sys.stderr)
-    tf_med = tfix.median() if tfix.samples else None
-    print("| tool | wall s (median) | min | max | CPU s | peak memory MB | lines/s | "
-          "TorchFix wall / this | this / floor wall |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for series in (cold, warm, floor, tfix):
+            result.torchfix.samples.append(
+                measure([str(torchfix), "-j", str(jobs), *names], cwd=work))
+        print(f"{label}: run {run + 1}/{runs} done", file=sys.stderr)
+    tf_med = result.torchfix.median() if result.torchfix.samples else None
+    head = ["wall s", "min", "max", "CPU s", "peak MB", "lines/s", "TorchFix / this",
+            "this / floor"]
+    if tf_med is None:
+        head.remove("TorchFix / this")
+    print(f"| {label} | " + " | ".join(head) + " |")
+    print("|" + " --- |" * (len(head) + 1))
+    for series in (result.cold, result.warm, result.floor, result.torchfix):
         if series.samples:
-            print(series.row(lines, tf_med, floor.median()))
-    print(f"\nwarm run: {cold.median() / warm.median():.0f}x faster than cold (median wall)")
+            print(series.row(lines, tf_med, result.floor.median()))
+    print(f"\nwarm run: {result.cold.median() / result.warm.median():.0f}x faster than cold "
+          "(median wall)")
     if tf_med:
-        print(f"cold run: {tf_med / cold.median():.1f}x faster than TorchFix, "
-              f"{cold.median() / floor.median():.2f}x the parse floor (median wall)")
+        print(f"cold run: {tf_med / result.cold.median():.1f}x faster than TorchFix, "
+              f"{result.cold.median() / result.floor.median():.2f}x the parse floor (median wall)")
     print("peak memory: all processes of a run together (sum of PSS), sampled every 0.1 s\n")
-    return cold, warm
+    return result
+
+
+def one_file_choice(files: list[Path], count: int) -> list[Path]:
+    """`count` files of median size among those that import torch (the files
+    ptlint parses): what a pre-commit hook passes for a typical commit."""
+    torch_files = sorted((p for p in files if b"import torch" in p.read_bytes()),
+                         key=lambda p: (p.stat().st_size, str(p)))
+    if not torch_files:
+        return []
+    middle = max(0, len(torch_files) // 2 - count // 2)
+    return torch_files[middle:middle + count]
+
+
+def summary(results: list[Compared]) -> None:
+    """The ratios the README quotes, from this run."""
+    print("## Summary (median wall)\n")
+    for r in results:
+        parts = []
+        if r.torchfix.samples:
+            parts.append(f"{r.ratio(r.torchfix, r.cold):.1f}x TorchFix")
+        parts.append(f"{r.ratio(r.cold, r.floor):.2f}x the parse floor")
+        parts.append(f"cold {r.cold.median():.2f} s, warm {r.warm.median():.2f} s "
+                     f"({r.ratio(r.cold, r.warm):.0f}x faster)")
+        parts.append(f"peak {max(s.memory_mb for s in r.cold.samples):.0f} MB")
+        print(f"- {r.label}: " + "; ".join(parts))
+    print()
 
 
 def main() -> int:
@@ -269,9 +344,15 @@ def main() -> int:
     ap.add_argument("corpus", nargs="+", type=Path)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--small", nargs="+", type=Path, default=[],
+                    help="small repositories, linted together in one invocation: where "
+                         "start-up and per-file costs weigh most")
     ap.add_argument("--large", nargs="+", type=Path, default=[],
                     help="a repository of thousands of files: ptlint cold, warm and the floor "
                          "(no TorchFix), for the warm/cold ratio and peak memory")
+    ap.add_argument("--one-file", nargs="+", type=Path, default=None, metavar="FILE",
+                    help="the file of the one-file series (default: one of median size of "
+                         "the corpus, and five for the five-file row)")
     ap.add_argument("--no-torchfix", action="store_true")
     ap.add_argument("--no-scaling", action="store_true")
     args = ap.parse_args()
@@ -287,19 +368,47 @@ def main() -> int:
     tf = None if args.no_torchfix else torchfix_bin()
     tf_version = (subprocess.run([str(tf), "--version"], capture_output=True, text=True)
                   .stdout.strip() if tf else "")
+    # Untimed: writes the bytecode of every module a run imports.
+    measure([*ptlint, "--no-cache", *map(str, files[:50])], cwd=work)
 
     print("# ptlint benchmark\n")
     print(f"{version} @ {head}" + (f"; TorchFix {tf_version}" if tf else "") + "; default rules")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"jobs: {args.jobs}; runs: {args.runs}\n")
+          f"jobs: {args.jobs}; runs: {args.runs}; load average at the start: "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
+    results = []
+    if args.small:
+        small = python_files(args.small)
+        small_lines = count_lines(small)
+        print("## The small mix: small repositories in one invocation\n")
+        describe("corpus", args.small, small, small_lines)
+        results.append(compare("small mix", small, small_lines, work, ptlint, args.runs,
+                               args.jobs, tf, tf_version))
+    label = args.corpus[0].name if len(args.corpus) == 1 else "corpus"
+    print(f"## {label}\n")
     describe("corpus", args.corpus, files, lines)
-    compare(files, lines, work, ptlint, args.runs, args.jobs, tf)
+    results.append(compare(label, files, lines, work, ptlint, args.runs, args.jobs, tf, tf_version))
     if args.large:
         big = python_files(args.large)
         big_lines = count_lines(big)
-        print("## A repository of thousands of files\n")
+        big_label = args.large[0].name if len(args.large) == 1 else "large"
+        print(f"## {big_label}: a repository of thousands of files\n")
         describe("corpus", args.large, big, big_lines)
-        compare(big, big_lines, work, ptlint, args.runs, args.jobs, None)
+        results.append(compare(big_label, big, big_lines, work, ptlint, args.runs, args.jobs,
+                               None))
+
+    print("## One file, and five: the pre-commit case\n")
+    print("The files named on the command line; the floor is one Python process that "
+          "imports LibCST and parses them.\n")
+    for count in (1, 5):
+        chosen = (args.one_file[:count] if args.one_file else one_file_choice(files, count))
+        if len(chosen) < count:
+            continue
+        n = count_lines(chosen)
+        print("\n".join(f"- {p} ({p.stat().st_size:,} bytes)" for p in chosen) + "\n")
+        results.append(compare(f"{count} file{'s' * (count > 1)}, {n:,} lines", chosen, n, work,
+                               ptlint, max(args.runs, 5), args.jobs, tf, tf_version,
+                               one_process_floor=True))
 
     if not args.no_scaling:
         print("\n## Scaling: subsets of the corpus (ptlint cold, no cache)\n")
@@ -327,6 +436,9 @@ def main() -> int:
         print(f"\n(start-up of one ptlint process on an empty file: {empty:.2f} s, subtracted per line)")
         print("\n## Scaling: fixes per file (ptlint, one process)\n")
         fix_scaling(ptlint, work, args.runs)
+    print()
+    summary(results)
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
