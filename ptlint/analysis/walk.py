@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
-import re
 from typing import Callable, Iterable, Iterator
 
 import libcst as cst
@@ -33,10 +31,13 @@ def method_names(cls: type) -> tuple[str, ...]:
 
     LibCST's `get_visitors` finds them with `inspect.getmembers` on every
     instance (milliseconds each, for every rule and every file) and drops
-    methods defined as aliases; this looks them up once per class, by name.
+    methods defined as aliases; this looks them up once per class, by name,
+    in the classes below `Visitor` only (LibCST's classes above it declare a
+    stub for every node: `dir` would list them all).
     """
+    own = cls.__mro__[:cls.__mro__.index(Visitor)] if Visitor in cls.__mro__ else cls.__mro__
     names = []
-    for name in dir(cls):
+    for name in sorted({name for klass in own for name in vars(klass)}):
         if name.startswith(("visit_", "leave_")):
             method = getattr(cls, name)
             if callable(method) and not getattr(method, "_is_no_op", False):
@@ -51,16 +52,15 @@ class Visitor(cst.BatchableCSTVisitor):
         return {name: getattr(self, name) for name in method_names(type(self))}
 
 
-_VISITED = re.compile(r'visit_\w+\(\s*self,\s*"(\w+)"')
-
-
 def child_fields(kind: type) -> tuple[str, ...]:
     fields = _FIELDS.get(kind)
     if fields is None:
-        try:
-            order = _VISITED.findall(inspect.getsource(kind._visit_and_replace_children))
-        except (OSError, TypeError):
-            order = []
+        # `_visit_and_replace_children` visits the fields in order, naming each
+        # as a string (`visit_required(self, "value", ...)`): its code's string
+        # constants, in order of first use (reading its source would cost more
+        # than a small file's whole lint).
+        code = getattr(getattr(kind, "_visit_and_replace_children", None), "__code__", None)
+        order = [c for c in code.co_consts if type(c) is str] if code is not None else []
         # a field typed `str` (`Name.value`) never holds a node
         declared = [f.name for f in dataclasses.fields(kind) if f.type is not str]
         order = list(dict.fromkeys(n for n in order if n in declared)) or declared
