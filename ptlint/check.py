@@ -252,13 +252,14 @@ def _sources(findings, outcomes) -> dict[str, str]:
 
 
 def _render(findings, outcomes, fmt: str, stream: TextIO, errors: list[str], color: str) -> None:
-    from ptlint.output import FORMATS
+    from ptlint.output import renderer
 
+    if fmt == "full" and not findings:
+        return  # the summary says it all
     sources = _sources(findings, outcomes) if fmt not in ("concise", "json") else {}
-    rendered = FORMATS[fmt](findings, sources, errors)
+    rendered = renderer(fmt)(findings, sources, errors)
     if fmt == "full":
-        if findings:
-            report.console(stream, color).print(rendered)
+        report.console(stream, color).print(rendered)
     else:
         stream.write(rendered)
 

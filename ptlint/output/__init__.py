@@ -8,22 +8,22 @@ place notebook findings in the file; `errors` are the run's error lines.
 """
 from __future__ import annotations
 
+import importlib
 from typing import Callable, Mapping, Sequence
 
+from ptlint.config import OUTPUT_FORMATS
 from ptlint.model import Finding
-from ptlint.output import concise, full, github, gitlab, json, sarif
 from ptlint.output.where import location, source_key
 
-__all__ = ["FORMATS", "Renderer", "location", "source_key"]
+__all__ = ["Renderer", "location", "renderer", "source_key"]
 
 Renderer = Callable[[list[Finding], Mapping[str, str], Sequence[str]], object]
 
-FORMATS: dict[str, Renderer] = {
-    "full": full.render,
-    "concise": concise.render,
-    "json": json.render,
-    "sarif": sarif.render,
-    "github": github.render,
-    "gitlab": gitlab.render,
-}
+
+def renderer(fmt: str) -> Renderer:
+    """The `render` of an output format (one of `OUTPUT_FORMATS`). Only that
+    format's module is imported: the colour library only for `full`."""
+    if fmt not in OUTPUT_FORMATS:
+        raise ValueError(f"unknown output format {fmt!r}")
+    return importlib.import_module(f"ptlint.output.{fmt}").render
 
