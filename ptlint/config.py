@@ -9,12 +9,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pathspec
-
 from ptlint._catalog import RULES as CATALOG
 from ptlint.model import Safety
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pathspec is imported when a glob is matched, not for files named outright
+    import pathspec
+
     from ptlint.rule import Rule
 
 DEFAULT_EXCLUDE = (
@@ -75,6 +75,10 @@ class Settings:
 
     @cached_property
     def _per_file(self) -> list[tuple[pathspec.PathSpec, frozenset[str]]]:
+        if not self.per_file_ignores:
+            return []
+        import pathspec
+
         return [
             (pathspec.PathSpec.from_lines("gitwildmatch", [glob]),
              frozenset(expand(codes, f"per-file-ignores.{glob}", allow_syntax=True)))
@@ -128,6 +132,8 @@ class Settings:
 
     @cached_property
     def _exclude(self) -> pathspec.PathSpec:
+        import pathspec
+
         return pathspec.PathSpec.from_lines("gitwildmatch", [*self.exclude, *self.extend_exclude])
 
     def excluded(self, path: Path) -> bool:

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import ast
 import configparser
+import functools
 import tomllib
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+
+if TYPE_CHECKING:  # packaging's requirement parser is imported only for a file naming torch
+    from packaging.requirements import Requirement
 
 # The newest torch release the deprecation tables know about.
 NEWEST_KNOWN_TORCH = "2.13"
@@ -42,6 +44,7 @@ def target_version(folder: Path, memo: dict[str, Target | None] | None = None) -
     return installed_or_newest()
 
 
+@functools.cache
 def installed_or_newest() -> Target:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -92,6 +95,9 @@ def lowest_admitted(req: Requirement) -> Version | None:
 
 
 def _torch(lines: Iterable[str], where: str) -> Iterator[tuple[Requirement, str]]:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
     for line in lines:
         try:
             req = Requirement(line)

@@ -6,10 +6,12 @@ import os
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from ptlint.config import Configs, Settings, real_path
+
+if TYPE_CHECKING:  # imported for the first .gitignore read
+    import pathspec
 
 
 @dataclass
@@ -30,6 +32,8 @@ def _gitignore(folder: Path) -> pathspec.PathSpec | None:
         lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
+    import pathspec
+
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
