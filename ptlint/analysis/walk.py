@@ -86,7 +86,9 @@ class PerType(dict):
         return found
 
 
-_IS_NODE = PerType(lambda kind: issubclass(kind, cst.CSTNode))
+# (the class hierarchy, not `issubclass`: ABCMeta answers a class that is no
+# node by searching every node class, on the first question about each)
+_IS_NODE = PerType(lambda kind: cst.CSTNode in kind.__mro__)
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
