@@ -29,6 +29,14 @@ def expectations(text: str) -> set[tuple[int, str]]:
     return out
 
 
+def pool_padding(files: int) -> str:
+    """A comment that makes each of `files` files big enough, together, for ptlint
+    to start a pool of workers rather than lint them in its own process."""
+    from ptlint.engine.run import POOL_MIN_BYTES
+
+    return "#" * (POOL_MIN_BYTES // files) + "\n"
+
+
 def settings_for(*codes: str, **changes):
     from ptlint.config import Settings, validate
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, pool_padding
 
 BAD = """\
 import torch.nn as nn
@@ -402,8 +402,8 @@ def test_stdin(cli, project):
 
 
 def test_jobs_give_the_same_ordered_result(cli, project):
-    for i in range(12):
-        (project / "src" / f"m{i:02}.py").write_text(BAD)
+    for i in range(12):  # enough source for a pool of workers
+        (project / "src" / f"m{i:02}.py").write_text(BAD + pool_padding(12))
     one = cli("src", "--jobs", "1", "--no-cache", "--output-format", "concise", cwd=project)
     two = cli("src", "--jobs", "2", "--no-cache", "--output-format", "concise", cwd=project)
     assert one.stdout == two.stdout and one.stdout.count("PTL102") == 13

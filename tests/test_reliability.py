@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import pool_padding, run_cli
 from test_robustness import _env, ptlint
 
 CUDA = "torch.zeros(2).cuda()"
@@ -471,7 +471,7 @@ def test_workers_end_with_ptlint(tmp_path, how):
     src = tmp_path / "src"
     src.mkdir()
     for i in range(8):  # each blocks the worker that lints it
-        (src / f"f{i}.py").write_text(DP + "# BLOCK-ME\n")
+        (src / f"f{i}.py").write_text(DP + pool_padding(8) + "# BLOCK-ME\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "ptlint", "--no-cache", "-j", "2", "--select", "PTL997", "--fix",
          str(src)], env=_env(PTLINT_TEST_PID_DIR=str(pids)), stdout=subprocess.DEVNULL,
@@ -495,6 +495,30 @@ def test_workers_end_with_ptlint(tmp_path, how):
                 pass
 
 
+@pytest.mark.parametrize("padded", [False, True])
+def test_a_pool_only_for_enough_source(tmp_path, padded):
+    """A few small files (the pre-commit case) are linted in ptlint's own process:
+    starting workers would cost more than they save. With enough source, two
+    workers share the files."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(6):
+        (src / f"f{i}.py").write_text(DP + (pool_padding(6) if padded else ""))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ptlint", "--no-cache", "-j", "2", "--select", "PTL102,PTL997",
+         "--output-format", "concise", str(src)], env=_env(PTLINT_TEST_PID_DIR=str(pids)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=300)
+    assert out.count("PTL102") == 6 and not err
+    linted_by = {int(p.name) for p in pids.iterdir()}
+    if padded:  # by workers (one may have taken every file before the other started)
+        assert linted_by and proc.pid not in linted_by
+    else:
+        assert linted_by == {proc.pid}
+
+
 def test_a_dead_worker_is_replaced_and_the_pool_kept(tmp_path):
     """The file that kills a worker is found and skipped; the other files still go
     to a pool of two workers, not to a fresh process each."""
@@ -503,7 +527,8 @@ def test_a_dead_worker_is_replaced_and_the_pool_kept(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     for i in range(40):  # the largest file goes first: every other result is lost with it
-        (src / f"f{i:02}.py").write_text(DP + ("# CRASH-ME\n" + "# padding\n" * 100 if i == 7 else ""))
+        (src / f"f{i:02}.py").write_text(DP + pool_padding(40) + (
+            "# CRASH-ME\n" + "# padding\n" * 100 if i == 7 else ""))
     proc = ptlint(str(src), "-j", "2", "--select", "PTL102,PTL994,PTL997", "--output-format",
                   "concise", env=_env(PTLINT_TEST_PID_DIR=str(pids)))
     assert proc.returncode == 2

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, fixture_dirs, run_cli, settings_for
+from conftest import FIXTURES, fixture_dirs, pool_padding, run_cli, settings_for
 from ptlint.config import Settings, validate
 from ptlint.engine.fix import fix_text
 from ptlint.engine.guard import DEPTH_LIMIT, nesting
@@ -314,7 +314,7 @@ def test_rule_that_raises_one_line_other_findings_kept(tmp_path):
 
 def test_worker_process_that_dies_costs_one_file(tmp_path):
     for i in range(6):
-        (tmp_path / f"f{i}.py").write_text(DP + ("# CRASH-ME\n" if i == 2 else ""))
+        (tmp_path / f"f{i}.py").write_text(DP + pool_padding(6) + ("# CRASH-ME\n" if i == 2 else ""))
     proc = ptlint(str(tmp_path), "-j", "2", "--select", "PTL102,PTL994", "--output-format",
                   "concise")
     assert proc.returncode == 2
@@ -655,7 +655,7 @@ def test_atomic_write_leaves_nothing_when_interrupted(tmp_path, monkeypatch):
 def test_warm_run_answers_cached_files_without_workers(tmp_path, monkeypatch):
     """Cached files are answered in the main process; only changed files go to
     the worker pool, and the results keep the order of the files."""
-    from ptlint.engine import run as runner
+    from ptlint.engine import pool, run as runner
 
     settings = settings_for("PTL102", root=tmp_path)
     files = []
@@ -664,10 +664,11 @@ def test_warm_run_answers_cached_files_without_workers(tmp_path, monkeypatch):
         path.write_text(DP if i % 2 else "x = 1\n")
         files.append(path)
     job = Job(settings)
+    monkeypatch.setattr(runner, "POOL_MIN_BYTES", 0)  # tiny files: a pool all the same
     cold = runner.run(files, job, jobs=2)
     pooled: list[list] = []
-    real = runner.run_in_pool
-    monkeypatch.setattr(runner, "run_in_pool",
+    real = pool.run_in_pool
+    monkeypatch.setattr(pool, "run_in_pool",
                         lambda f, w, j, n, *done: pooled.append(f) or real(f, w, j, n, *done))
     warm = runner.run(files, job, jobs=2)
     assert pooled == []

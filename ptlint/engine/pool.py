@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from ptlint.engine.job import Job, Outcome
+from ptlint.io.files import size
 from ptlint.io.text import signals_deferred
 
 Work = Callable[[Path, Job], Outcome]
@@ -124,7 +125,7 @@ def run_in_pool(files: list[Path], work: Work, job: Job, jobs: int,
     context = multiprocessing.get_context("fork")
     # Largest files first, so that no worker is left with a big one at the end
     # while the others wait; the results go back to the order of `files`.
-    pending = sorted(range(len(files)), key=lambda i: -_size(files[i]))
+    pending = sorted(range(len(files)), key=lambda i: -size(files[i]))
     results: dict[int, Outcome] = {}
     strikes: Counter[int] = Counter()
     while pending:
@@ -201,9 +202,3 @@ def _isolated(path: Path, context, work: Work, job: Job) -> Outcome:
     pool.shutdown()
     return outcome
 
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0

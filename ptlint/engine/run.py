@@ -1,14 +1,24 @@
 """Lint or fix many files: parallel across cores, cached by content, stable order."""
 from __future__ import annotations
 
+import gc
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ptlint.engine.job import Job, Outcome, decode_error, process_text, unwritten, usable
-from ptlint.engine.pool import Progress, run_in_pool
 from ptlint.io.cache import Cache
+from ptlint.io.files import size
 from ptlint.io.text import DecodeError, decode, one_line, write_fixed
+
+if TYPE_CHECKING:  # the pool (multiprocessing) is imported only when it is used
+    from ptlint.engine.pool import Progress
+
+# Less source than this is linted in this process: starting workers would cost
+# more than sharing the work saves (a pool of two, forked once LibCST and the
+# rules are imported, pays off from a few tens of kilobytes).
+POOL_MIN_BYTES = 64 * 1024
 
 
 def cached_outcome(path: Path, job: Job, caches: dict[int, Cache]) -> Outcome | None:
@@ -75,24 +85,40 @@ def _safe(path: Path, job: Job) -> Outcome:
 
 def run(files: list[Path], job: Job, jobs: int | None = None,
         progress: Progress | None = None) -> list[Outcome]:
-    """Process every file; results come back in the order of `files`. Files go to
-    a pool of worker processes (see pool), except those the cache answers.
-    `progress` is called with the number of files done as they are."""
+    """Process every file; results come back in the order of `files`. Files the
+    cache answers are answered here; the others go to a pool of worker processes
+    (see pool) when there are enough of them to pay for it. `progress` is called
+    with the number of files done as they are."""
     done = progress or (lambda n: None)
-    jobs = jobs or os.cpu_count() or 1
-    if jobs <= 1 or len(files) < 4:
-        return _in_turn(files, job, done)
-    if not job.cache:
-        return run_in_pool(files, _safe, job, jobs, done)
-    # Cached files are answered here: on a warm cache, starting workers and
-    # sending their results back would cost more than the lookups themselves.
-    caches: dict[int, Cache] = {}
-    known = [cached_outcome(path, job, caches) for path in files]
-    done(sum(outcome is not None for outcome in known))
+    known: list[Outcome | None] = [None] * len(files)
+    if job.cache:
+        # On a warm cache, starting workers and sending their results back would
+        # cost more than the lookups themselves.
+        caches: dict[int, Cache] = {}
+        known = [cached_outcome(path, job, caches) for path in files]
+        done(sum(outcome is not None for outcome in known))
     missing = [path for path, outcome in zip(files, known) if outcome is None]
-    fresh = iter(run_in_pool(missing, _safe, job, jobs, done) if len(missing) >= 4
-                 else _in_turn(missing, job, done))
+    fresh = iter(_pooled(missing, job, jobs or os.cpu_count() or 1, done))
     return [outcome if outcome is not None else next(fresh) for outcome in known]
+
+
+def _pooled(files: list[Path], job: Job, jobs: int, done: Progress) -> list[Outcome]:
+    """`files` linted in a pool of `jobs` workers, or in this process when they
+    are too few or too small to pay for one."""
+    if jobs <= 1 or len(files) < 2 or sum(map(size, files)) < POOL_MIN_BYTES:
+        return _in_turn(files, job, done)
+    from ptlint.engine.pool import run_in_pool
+    from ptlint.rule import registry
+
+    # The workers are forked from this process: what it has imported, they
+    # start with, instead of each importing LibCST, the engine and the rules.
+    from ptlint.engine import fix  # noqa: F401
+    registry()
+    gc.freeze()  # their collector then leaves those objects, and their memory, shared
+    try:
+        return run_in_pool(files, _safe, job, jobs, done)
+    finally:
+        gc.unfreeze()
 
 
 def _in_turn(files: list[Path], job: Job, done: Progress) -> list[Outcome]:

@@ -127,6 +127,14 @@ def discover(paths: list[str], settings: Settings | Configs) -> Discovery:
     return found
 
 
+def size(path: Path) -> int:
+    """The file's size in bytes; 0 when it cannot be read (its error comes when it is)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _not_found(path: Path) -> str:
     """Why a path named on the command line cannot be linted."""
     try:
