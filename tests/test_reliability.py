@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -495,28 +496,53 @@ def test_workers_end_with_ptlint(tmp_path, how):
                 pass
 
 
-@pytest.mark.parametrize("padded", [False, True])
-def test_a_pool_only_for_enough_source(tmp_path, padded):
-    """A few small files (the pre-commit case) are linted in ptlint's own process:
-    starting workers would cost more than they save. With enough source, two
-    workers share the files."""
+def _linted_by(tmp_path, *args: str) -> tuple[int, set[int]]:
+    """Lint `src` (no cache unless `args` say otherwise); ptlint's process id, and
+    the ids of the processes that linted a file (PTL997 notes them)."""
     pids = tmp_path / "pids"
+    shutil.rmtree(pids, ignore_errors=True)
     pids.mkdir()
-    src = tmp_path / "src"
-    src.mkdir()
-    for i in range(6):
-        (src / f"f{i}.py").write_text(DP + (pool_padding(6) if padded else ""))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ptlint", "--no-cache", "-j", "2", "--select", "PTL102,PTL997",
-         "--output-format", "concise", str(src)], env=_env(PTLINT_TEST_PID_DIR=str(pids)),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [sys.executable, "-m", "ptlint", "-j", "2", "--select", "PTL102,PTL997",
+         "--output-format", "concise", *args, "src"], cwd=tmp_path,
+        env=_env(PTLINT_TEST_PID_DIR=str(pids)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
     out, err = proc.communicate(timeout=300)
-    assert out.count("PTL102") == 6 and not err
-    linted_by = {int(p.name) for p in pids.iterdir()}
-    if padded:  # by workers (one may have taken every file before the other started)
-        assert linted_by and proc.pid not in linted_by
+    assert out.count("PTL102") == len(list((tmp_path / "src").iterdir())) and not err, err
+    return proc.pid, {int(p.name) for p in pids.iterdir()}
+
+
+@pytest.mark.parametrize("files, padded, pooled", [
+    (6, False, False),  # a few small files: the pre-commit case
+    (6, True, True),
+    (1, True, False),  # one file, however large: nothing to share
+])
+def test_a_pool_only_for_enough_source(tmp_path, files, padded, pooled):
+    """Too few or too small files are linted in ptlint's own process: starting
+    workers would cost more than they save. With enough source, two workers
+    share the files."""
+    (tmp_path / "src").mkdir()
+    for i in range(files):
+        (tmp_path / "src" / f"f{i}.py").write_text(DP + (pool_padding(files) if padded else ""))
+    pid, linted_by = _linted_by(tmp_path, "--no-cache")
+    if pooled:  # by workers (one may have taken every file before the other started)
+        assert linted_by and pid not in linted_by
     else:
-        assert linted_by == {proc.pid}
+        assert linted_by == {pid}
+
+
+def test_a_pool_only_for_enough_source_the_cache_does_not_answer(tmp_path):
+    """On a warm cache, a few changed files among larger ones are linted in
+    ptlint's own process: what decides is the source left to lint."""
+    (tmp_path / "src").mkdir()
+    for i in range(6):
+        (tmp_path / "src" / f"f{i}.py").write_text(DP + pool_padding(6))
+    pid, linted_by = _linted_by(tmp_path)
+    assert linted_by and pid not in linted_by  # cold: workers
+    for i in range(4):  # changed: less than a pool's worth
+        (tmp_path / "src" / f"f{i}.py").write_text(DP + pool_padding(6) + "x = 1\n")
+    pid, linted_by = _linted_by(tmp_path)
+    assert linted_by == {pid}
 
 
 def test_a_dead_worker_is_replaced_and_the_pool_kept(tmp_path):
