@@ -69,7 +69,7 @@ class Series:
             self.name, f"{med:.2f}", f"{min(walls):.2f}", f"{max(walls):.2f}",
             f"{self.median('cpu'):.2f}", f"{max(s.memory_mb for s in self.samples):.0f}",
             f"{lines / med:,.0f}",
-            f"{torchfix / med:.1f}x" if torchfix else "-",
+            *([f"{torchfix / med:.1f}x"] if torchfix else []),  # no column without TorchFix
             f"{med / floor:.2f}" if floor else "-",
         ]
         return "| " + " | ".join(cells) + " |"
@@ -271,6 +271,20 @@ class Compared:
     def ratio(self, a: Series, b: Series) -> float | None:
         return a.median() / b.median() if a.samples and b.samples else None
 
+    def table(self) -> list[str]:
+        """The lines of the table, in the README's layout (no TorchFix column
+        when TorchFix did not run)."""
+        tf_med = self.torchfix.median() if self.torchfix.samples else None
+        head = ["wall s", "min", "max", "CPU s", "peak MB", "lines/s", "TorchFix / this",
+                "this / floor"]
+        if tf_med is None:
+            head.remove("TorchFix / this")
+        lines = [f"| {self.label} | " + " | ".join(head) + " |", "|" + " --- |" * (len(head) + 1)]
+        for series in (self.cold, self.warm, self.floor, self.torchfix):
+            if series.samples:
+                lines.append(series.row(self.lines, tf_med, self.floor.median()))
+        return lines
+
 
 def compare(label: str, files: list[Path], lines: int, work: Path, ptlint: list[str], runs: int,
             jobs: int, torchfix: Path | None, tf_version: str = "",
@@ -294,16 +308,8 @@ def compare(label: str, files: list[Path], lines: int, work: Path, ptlint: list[
             result.torchfix.samples.append(
                 measure([str(torchfix), "-j", str(jobs), *names], cwd=work))
         print(f"{label}: run {run + 1}/{runs} done", file=sys.stderr)
+    print("\n".join(result.table()))
     tf_med = result.torchfix.median() if result.torchfix.samples else None
-    head = ["wall s", "min", "max", "CPU s", "peak MB", "lines/s", "TorchFix / this",
-            "this / floor"]
-    if tf_med is None:
-        head.remove("TorchFix / this")
-    print(f"| {label} | " + " | ".join(head) + " |")
-    print("|" + " --- |" * (len(head) + 1))
-    for series in (result.cold, result.warm, result.floor, result.torchfix):
-        if series.samples:
-            print(series.row(lines, tf_med, result.floor.median()))
     print(f"\nwarm run: {result.cold.median() / result.warm.median():.0f}x faster than cold "
           "(median wall)")
     if tf_med:
