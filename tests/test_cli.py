@@ -72,6 +72,29 @@ def test_walk_skips_gitignored_and_usual_folders(cli, project):
     assert [l.split(":")[0] for l in finding_lines(out.stdout)] == ["src/train.py"]
 
 
+def test_walk_reads_each_folders_gitignore_and_looks_for_git_once_per_folder(tmp_path,
+                                                                             monkeypatch):
+    from conftest import settings_for
+    from ptlint.io.files import discover
+
+    deep = tmp_path / "repo" / "a" / "b" / "c" / "d"
+    deep.mkdir(parents=True)
+    (tmp_path / "repo" / ".git").mkdir()
+    (tmp_path / "repo" / ".gitignore").write_text("skip_me.py\n")
+    (tmp_path / "repo" / "a" / "b" / ".gitignore").write_text("c/d/generated.py\n")
+    for name in ("x.py", "skip_me.py", "generated.py"):
+        (deep / name).write_text(BAD)
+    looked_at: list[Path] = []
+    exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda self: (
+        self.name != ".git" or not looked_at.append(self.parent)) and exists(self))
+    # (a torch version given: the project's requirements are not looked for)
+    found = discover([str(tmp_path / "repo")], settings_for(
+        "PTL102", root=tmp_path, torch_version_explicit=True))
+    assert [p.name for p in found.files] == ["x.py"]
+    assert len(looked_at) == len({*looked_at}) == 5  # repo, a, b, c, d
+
+
 def test_exclude_and_extend_exclude(cli, project):
     (project / "pyproject.toml").write_text('[tool.ptlint]\nextend-exclude = ["src/train.py"]\n')
     assert cli(".", cwd=project).returncode == 0

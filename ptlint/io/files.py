@@ -20,13 +20,6 @@ class Discovery:
     errors: list[str] = field(default_factory=list)
 
 
-def _git_root(folder: Path) -> Path | None:
-    for parent in [folder, *folder.parents]:
-        if (parent / ".git").exists():
-            return parent
-    return None
-
-
 def _gitignore(folder: Path) -> pathspec.PathSpec | None:
     try:
         lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
@@ -42,11 +35,22 @@ class _Ignores:
 
     def __init__(self) -> None:
         self.cache: dict[Path, list[tuple[Path, pathspec.PathSpec]]] = {}
+        self.roots: dict[Path, Path | None] = {}
+
+    def git_root(self, folder: Path) -> Path | None:
+        """The repository `folder` is in (each folder looked at once)."""
+        if folder not in self.roots:
+            if (folder / ".git").exists():
+                found: Path | None = folder
+            else:
+                found = None if folder.parent == folder else self.git_root(folder.parent)
+            self.roots[folder] = found
+        return self.roots[folder]
 
     def for_folder(self, folder: Path) -> list[tuple[Path, pathspec.PathSpec]]:
         if folder in self.cache:
             return self.cache[folder]
-        root = _git_root(folder)
+        root = self.git_root(folder)
         if root is None:
             specs: list[tuple[Path, pathspec.PathSpec]] = []
         elif folder == root or folder.parent == folder:
