@@ -652,6 +652,43 @@ def test_atomic_write_leaves_nothing_when_interrupted(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["a.py"]
 
 
+WORKERS_IMPORT = """
+import sys
+from pathlib import Path
+from ptlint.config import Settings, validate
+from ptlint.engine import pool, run
+from ptlint.engine.job import Job
+
+settings = Settings()
+validate(settings)
+at_fork = []  # the modules the workers would start with
+
+
+def in_turn(files, work, job, jobs, done):
+    at_fork.append(set(sys.modules))
+    return [work(path, job) for path in files]
+
+
+pool.run_in_pool = in_turn
+run.POOL_MIN_BYTES = 0
+outcomes = run.run([Path(p) for p in sys.argv[1:]], Job(settings, cache=False), jobs=2)
+assert at_fork and all(o.findings for o in outcomes), outcomes
+print(sorted(set(sys.modules) - at_fork[0]))
+"""
+
+
+def test_workers_start_with_what_linting_imports():
+    """Workers are forked once the run has imported what linting needs (LibCST's
+    native parser, the rules and what choosing them imports): they import nothing."""
+    files = [str(FIXTURES / name / "bad.py") for name in (
+        "PTL102_data_parallel", "PTL101_tensor_moved_after_creation",
+        "PTL301_torch_load_without_weights_only")]
+    proc = subprocess.run([sys.executable, "-c", WORKERS_IMPORT, *files], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 def test_warm_run_answers_cached_files_without_workers(tmp_path, monkeypatch):
     """Cached files are answered in the main process; only changed files go to
     the worker pool, and the results keep the order of the files."""

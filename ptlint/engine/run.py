@@ -107,13 +107,16 @@ def _pooled(files: list[Path], job: Job, jobs: int, done: Progress) -> list[Outc
     are too few or too small to pay for one."""
     if jobs <= 1 or len(files) < 2 or sum(map(size, files)) < POOL_MIN_BYTES:
         return _in_turn(files, job, done)
+    from ptlint.engine import fix  # noqa: F401
+    from ptlint.engine.guard import parse
     from ptlint.engine.pool import run_in_pool
-    from ptlint.rule import registry
 
     # The workers are forked from this process: what it has imported, they
-    # start with, instead of each importing LibCST, the engine and the rules.
-    from ptlint.engine import fix  # noqa: F401
-    registry()
+    # start with, instead of each importing LibCST (its native parser comes
+    # with its first parse), the engine, the rules and what choosing the rules
+    # imports (packaging's version specifiers).
+    parse("")
+    job.settings.rules  # noqa: B018 - computed once, here
     gc.freeze()  # their collector then leaves those objects, and their memory, shared
     try:
         return run_in_pool(files, _safe, job, jobs, done)
