@@ -80,7 +80,7 @@ class Settings:
         import pathspec
 
         return [
-            (pathspec.PathSpec.from_lines("gitwildmatch", [glob]),
+            (pathspec.GitIgnoreSpec.from_lines([glob]),
              frozenset(expand(codes, f"per-file-ignores.{glob}", allow_syntax=True)))
             for glob, codes in self.per_file_ignores.items()
         ]
@@ -134,7 +134,7 @@ class Settings:
     def _exclude(self) -> pathspec.PathSpec:
         import pathspec
 
-        return pathspec.PathSpec.from_lines("gitwildmatch", [*self.exclude, *self.extend_exclude])
+        return pathspec.GitIgnoreSpec.from_lines([*self.exclude, *self.extend_exclude])
 
     def excluded(self, path: Path) -> bool:
         return self.excluded_relative(_relative(str(path), self.root), path.name)
