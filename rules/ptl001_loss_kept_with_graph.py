@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import (calls_in, closure, evaluated, last_name,
-                                     target_vars, var, vars_in)
+from ptlint.analysis.dataflow import bound, closure, last_name, target_vars, var, vars_in
 from ptlint.analysis.names import dotted
-from ptlint.analysis.semantic import BACKWARD, Function
+from ptlint.analysis.semantic import BACKPROP, BACKWARD, Function
 from ptlint.analysis.training import INSTANCE, MODULE, OFF
 from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
@@ -36,8 +35,9 @@ class LossKeptWithGraph(Rule):
     ## What it does
     Flags a tensor that carries an autograd graph being kept across loop
     iterations: `losses.append(loss)`, `history["train"].append(loss)`,
-    `losses += [loss]`, `losses.extend([loss])`, `total += loss` and
-    `total = total + loss`, where `loss` is the value `.backward()` is called
+    `losses += [loss]`, `losses.extend([loss])`, `total += loss`,
+    `total = total + loss` and `total = loss if total is None else total + loss`,
+    where `loss` is the value `.backward()` is called
     on in the same loop, or the result of a loss function (`criterion(...)`,
     `loss_fn(...)`, an `nn.*Loss` instance, `F.cross_entropy`, `F.*_loss`)
     computed outside `torch.no_grad()`, including every tensor of one call
@@ -143,48 +143,63 @@ def _store(small: cst.BaseSmallStatement):
     """(accumulator, stored expressions) when `small` keeps values in a container
     or a running total, else None."""
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        call = small.value
-        func = call.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in (
-                "append", "extend", "insert"):
-            return None
-        plain = [a.value for a in call.args if a.keyword is None and not a.star]
-        method = func.attr.value
-        if method == "append" and len(plain) == 1:
-            items = plain
-        elif method == "insert" and len(plain) == 2:
-            items = plain[1:]
-        elif method == "extend" and len(plain) == 1 and isinstance(plain[0], (cst.List, cst.Tuple)):
-            items = [e.value for e in plain[0].elements if not isinstance(e, cst.StarredElement)]
-        else:
-            return None
-        return var(func.value), items
-    if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
+        func = small.value.func
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        plain = [a.value for a in small.value.args if a.keyword is None and not a.star]
+        if (method, len(plain)) in (("append", 1), ("insert", 2)):
+            return var(func.value), plain[-1:]
+        if method == "extend" and len(plain) == 1 and isinstance(plain[0], (cst.List, cst.Tuple)):
+            return var(func.value), _elements(plain[0])
+    elif isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
         value = small.value
-        if isinstance(value, (cst.List, cst.Tuple)):
-            items = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
-        else:
-            items = [value]
-        return var(small.target), items
-    if (isinstance(small, cst.Assign) and len(small.targets) == 1
-            and isinstance(small.value, cst.BinaryOperation)
-            and isinstance(small.value.operator, cst.Add)):
-        target = small.targets[0].target
-        value = small.value
-        if value.left.deep_equals(target):
-            return var(target), [value.right]
-        if value.right.deep_equals(target):
-            return var(target), [value.left]
+        return var(small.target), (_elements(value) if isinstance(value, (cst.List, cst.Tuple))
+                                   else [value])
+    elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+        items = _added(small.value, small.targets[0].target)
+        if items is not None:
+            return var(small.targets[0].target), items
     return None
+
+
+def _elements(sequence: cst.List | cst.Tuple) -> list[cst.BaseExpression]:
+    return [e.value for e in sequence.elements if not isinstance(e, cst.StarredElement)]
+
+
+def _added(value: cst.BaseExpression, target: cst.BaseExpression) -> list | None:
+    """What `target = target + x` (or `x + target`) stores in `target`; through
+    a conditional expression, what either branch stores (`total = loss if total
+    is None else total + loss`)."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+        if value.left.deep_equals(target):
+            return [value.right]
+        if value.right.deep_equals(target):
+            return [value.left]
+    elif isinstance(value, cst.IfExp):
+        branches = [(branch, _added(branch, target)) for branch in (value.body, value.orelse)]
+        if any(added is not None for _, added in branches):
+            return [item for branch, added in branches for item in (
+                added if added is not None else [] if branch.deep_equals(target) else [branch])]
+    return None
+
+
+def _leaves(expr: cst.BaseExpression):
+    """The values whose graph `expr` carries: through `+ - * / **`, unary
+    operators and methods that keep the graph (`loss.mean()`, `x.to(device)`)."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, _GRAPH_OPS):
+        yield from _leaves(expr.left)
+        yield from _leaves(expr.right)
+    elif isinstance(expr, cst.UnaryOperation):
+        yield from _leaves(expr.expression)
+    elif (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+          and expr.func.attr.value in _KEEPS_GRAPH):
+        yield from _leaves(expr.func.value)
+    else:
+        yield expr
 
 
 class _Analysis:
     def __init__(self, rule: LossKeptWithGraph, function: Function) -> None:
-        self.rule = rule
-        self.model = rule.model
-        self.function = function
-        self.resolve = function.resolve
-        self.events = function.events
+        self.rule, self.model, self.function = rule, rule.model, function
         self.state: dict[str, str] = {}
         # a model's outputs count in training code only (where its parameters want gradients)
         self.trains = any(s.kind == BACKWARD for s in function.all_sites())
@@ -195,118 +210,72 @@ class _Analysis:
 
     # -- pass 1: what is backpropagated, what flows where ------------------
     def _prepass(self) -> None:
-        roots: dict[int, set[str]] = {}  # id(loop) -> vars backpropagated inside it
-        retained: dict[int, set[str]] = {}
+        self.roots: dict[int, set[str]] = {}  # id(loop) -> vars backpropagated inside it
+        self.retained: dict[int, set[str]] = {}
         all_roots: set[str] = set()
+        for site in self.function.all_sites():
+            found = self._backward_roots(site.node) if site.kind in (BACKWARD, BACKPROP) else None
+            loop = site.ctx.loop if found is not None else None
+            all_roots |= found[0] if found is not None else set()
+            while loop is not None:
+                self.roots.setdefault(id(loop.node), set()).update(found[0])
+                if found[1]:
+                    self.retained.setdefault(id(loop.node), set()).update(found[0])
+                loop = loop.parent
         returned: set[str] = set()
         flows: list[tuple[set[str], set[str]]] = []
-        for kind, node, loops in self.events:
+        for kind, node, _ in self.function.events:
             if kind == "small":
-                self._flows(node, flows, returned)
+                _flows(node, flows, returned)
             elif kind == "for":
                 flows.append((set(target_vars(node.target)), vars_in(node.iter)))
             elif kind == "with":
-                for item in node.items:
-                    if item.asname is not None:
-                        flows.append((set(target_vars(item.asname.name)), vars_in(item.item)))
-            if kind in ("small", "expr", "for", "with"):
-                for call in calls_in(evaluated(kind, node)):
-                    found = self._backward_roots(call)
-                    if found is None:
-                        continue
-                    vars_, retain = found
-                    all_roots |= vars_
-                    for loop in loops:
-                        roots.setdefault(id(loop), set()).update(vars_)
-                        if retain:
-                            retained.setdefault(id(loop), set()).update(vars_)
-        self.roots = roots
-        self.retained = retained
+                flows += [(set(target_vars(item.asname.name)), vars_in(item.item))
+                          for item in node.items if item.asname is not None]
         # what flows into a loop's backpropagated values (`cls_loss` of `loss = cls_loss + ...`)
-        self.feeds = {loop: closure(found, flows) for loop, found in roots.items()}
+        self.feeds = {loop: closure(found, flows) for loop, found in self.roots.items()}
         self.backpropagated = closure(all_roots, flows)
         self.escapes = closure(all_roots | returned, flows)
 
     def _backward_roots(self, call: cst.Call) -> tuple[set[str], bool] | None:
+        """The variables a backward call differentiates, and whether it keeps the graph."""
         func = call.func
         plain = [a.value for a in call.args if a.keyword is None and not a.star]
         retain = any(a.keyword is not None and a.keyword.value in ("retain_graph", "create_graph")
                      and not (isinstance(a.value, cst.Name) and a.value.value in ("False", "None"))
                      for a in call.args)
-        autograd = last_name(func) in ("backward", "grad") and self.resolve(func) in _AUTOGRAD
-        if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward"):
-            if autograd:
-                return (vars_in(plain[0]) if plain else set()), retain
-            found = vars_in(func.value)
-            if plain:
-                found |= vars_in(plain[0])
-            return found, retain
-        if autograd:
-            first = plain[0] if plain else next(
+        if last_name(func) in ("backward", "grad") and self.function.resolve(func) in _AUTOGRAD:
+            return vars_in(plain[0] if plain else next(
                 (a.value for a in call.args if a.keyword is not None
-                 and a.keyword.value in ("tensors", "outputs")), None)
-            return vars_in(first), retain
+                 and a.keyword.value in ("tensors", "outputs")), None)), retain
+        if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward"):
+            return vars_in(func.value) | vars_in(plain[0] if plain else None), retain
         return None
-
-    @staticmethod
-    def _flows(small: cst.CSTNode, flows: list, returned: set[str]) -> None:
-        """Record where values flow; `returned` collects what leaves the function
-        (returned, yielded, or handed to a call made for its side effects)."""
-        if isinstance(small, cst.Assign):
-            targets = {v for t in small.targets for v in target_vars(t.target)}
-            flows.append((targets, vars_in(small.value)))
-        elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
-            if small.value is not None:
-                flows.append((set(target_vars(small.target)), vars_in(small.value)))
-        elif isinstance(small, cst.Return):
-            returned |= vars_in(small.value)
-        elif isinstance(small, cst.Expr):
-            value = small.value
-            if isinstance(value, cst.Yield):
-                returned |= vars_in(value.value)
-            elif isinstance(value, cst.Call):
-                func = value.func
-                args = cst.Tuple([cst.Element(a.value) for a in value.args])
-                name = last_name(func)
-                if isinstance(func, cst.Attribute) and name in _STORING:
-                    receiver = var(func.value)
-                    if receiver is not None:
-                        flows.append(({receiver}, vars_in(args)))
-                elif name not in _REPORTING:
-                    # handed to code this rule does not see (`self.optimize(total)`)
-                    returned |= vars_in(args)
 
     # -- pass 2: bindings in order, and the stores -------------------------
     def _scan(self) -> None:
         nograd = [self.function.ctx.grad == OFF]
         resets: dict[int, set[str]] = {}
-        for kind, node, loops in self.events:
+        for kind, node, loops in self.function.events:
             if kind == "with":
                 nograd.append(self.model.context(node).grad == OFF)
-                for item in node.items:
-                    if item.asname is not None:
-                        self._bind(item.asname.name, None, loops, resets, nograd[-1])
             elif kind == "end_with":
                 nograd.pop()
-            elif kind == "for":
-                self._bind(node.target, None, loops, resets, nograd[-1])
-            elif kind == "handler":
-                if node.name is not None:
-                    self._bind(node.name.name, None, loops, resets, nograd[-1])
+            if kind == "small":
+                self._small(node, loops, resets, nograd[-1])
             elif kind == "def":
                 self.state.pop(node.name.value, None)
-            elif kind == "small":
-                self._small(node, loops, resets, nograd[-1])
+            else:  # the names a loop, a `with` or an `except` binds
+                for target in bound(kind, node):
+                    self._bind(target, None, loops, resets, nograd[-1])
 
     def _small(self, small: cst.CSTNode, loops: tuple, resets: dict, nograd: bool) -> None:
         store = _store(small)
         if store is not None and loops and not nograd:
             self._check(small, store[0], store[1], loops[-1], resets)
         if isinstance(small, cst.Assign):
-            accumulates = store is not None
-            for target in small.targets:
-                self._bind(target.target, small.value, loops, resets, nograd,
-                           reset=not accumulates)
+            for target in small.targets:  # an accumulation carries the total over
+                self._bind(target.target, small.value, loops, resets, nograd, store is None)
         elif isinstance(small, cst.AnnAssign) and small.value is not None:
             self._bind(small.target, small.value, loops, resets, nograd)
         elif isinstance(small, cst.AugAssign):
@@ -347,7 +316,7 @@ class _Analysis:
             return expr.attr.value == "data"
         if isinstance(expr, cst.Call):
             func = expr.func
-            if last_name(func) in ("float", "int") and self.resolve(func) in (
+            if last_name(func) in ("float", "int") and self.function.resolve(func) in (
                     "builtins.float", "builtins.int"):
                 return True
             if isinstance(func, cst.Attribute):
@@ -359,47 +328,25 @@ class _Analysis:
         if isinstance(expr, cst.BinaryOperation):
             sides = (expr.left, expr.right)
             return (any(self._detaches(s) for s in sides)
-                    and all(self._detaches(s) or not self._graph_vars(s) for s in sides))
+                    and all(self._detaches(s) or not _graph_vars(s) for s in sides))
         if isinstance(expr, cst.UnaryOperation):
             return self._detaches(expr.expression)
         return False
 
-    def _graph_vars(self, expr: cst.BaseExpression) -> set[str]:
-        """The variables whose graph the value of `expr` would carry."""
-        if isinstance(expr, (cst.Name, cst.Attribute)):
-            if isinstance(expr, cst.Attribute) and expr.attr.value in _DETACHING:
-                return set()
-            name = dotted(expr)
-            return {name} if name is not None else set()
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, _GRAPH_OPS):
-            return self._graph_vars(expr.left) | self._graph_vars(expr.right)
-        if isinstance(expr, cst.UnaryOperation):
-            return self._graph_vars(expr.expression)
-        if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
-                and expr.func.attr.value in _KEEPS_GRAPH):
-            return self._graph_vars(expr.func.value)
-        return set()
-
     def _carries(self, expr: cst.BaseExpression) -> str | None:
         """`_LOSS` when `expr` is (derived from) the result of a loss function,
         `_OUTPUT` when from a call of a module of the file in training code."""
-        if isinstance(expr, cst.Call):
-            if self.model.is_loss_call(expr, self.function):
+        for leaf in _leaves(expr):
+            if isinstance(leaf, cst.Call) and self.model.is_loss_call(leaf, self.function):
                 return _LOSS
-            func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _KEEPS_GRAPH:
-                return self._carries(func.value)
-            if self.trains and isinstance(func, (cst.Name, cst.Attribute)) and self.model.holds(
-                    var(func), self.function) == MODULE:
+            if isinstance(leaf, cst.Call) and self.trains and isinstance(
+                    leaf.func, (cst.Name, cst.Attribute)) and self.model.holds(
+                    var(leaf.func), self.function) == MODULE:
                 return _OUTPUT  # `G(fixed_z)`
-            return None
-        if isinstance(expr, (cst.Name, cst.Attribute)):
-            state = self.state.get(dotted(expr) or "")
-            return state if state in (_LOSS, _OUTPUT) else None
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, _GRAPH_OPS):
-            return self._carries(expr.left) or self._carries(expr.right)
-        if isinstance(expr, cst.UnaryOperation):
-            return self._carries(expr.expression)
+            state = self.state.get(dotted(leaf) or "") if isinstance(
+                leaf, (cst.Name, cst.Attribute)) else None
+            if state in (_LOSS, _OUTPUT):
+                return state
         return None
 
     def _check(self, small, accumulator, items, loop, resets) -> None:
@@ -418,7 +365,7 @@ class _Analysis:
         for item in items:
             if self._detaches(item):
                 continue
-            backward = [g for g in self._graph_vars(item) if self.state.get(g) != _DETACHED and (
+            backward = [g for g in _graph_vars(item) if self.state.get(g) != _DETACHED and (
                 g in roots or (g in feeds and self.state.get(g) == _LOSS))]
             carried = self._carries(item)
             if backward:  # its graph was consumed by the backward pass of this loop
@@ -445,3 +392,33 @@ class _Analysis:
                 "number is wanted)")
         self.rule.report(small, message=message, edits=edits,
                          safety=Safety.SAFE if safe else Safety.UNSAFE)
+
+
+def _graph_vars(expr: cst.BaseExpression) -> set[str]:
+    """The variables whose graph the value of `expr` would carry."""
+    return {dotted(leaf) for leaf in _leaves(expr) if isinstance(leaf, cst.Name) or (
+        isinstance(leaf, cst.Attribute) and leaf.attr.value not in _DETACHING)} - {None}
+
+
+def _flows(small: cst.CSTNode, flows: list, returned: set[str]) -> None:
+    """Record where values flow; `returned` collects what leaves the function
+    (returned, yielded, or handed to a call made for its side effects)."""
+    if isinstance(small, cst.Assign):
+        targets = {v for t in small.targets for v in target_vars(t.target)}
+        flows.append((targets, vars_in(small.value)))
+    elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+        if small.value is not None:
+            flows.append((set(target_vars(small.target)), vars_in(small.value)))
+    elif isinstance(small, cst.Return):
+        returned |= vars_in(small.value)
+    elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield):
+        returned |= vars_in(small.value.value)
+    elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        func = small.value.func
+        args = cst.Tuple([cst.Element(a.value) for a in small.value.args])
+        if isinstance(func, cst.Attribute) and func.attr.value in _STORING:
+            if var(func.value) is not None:
+                flows.append(({var(func.value)}, vars_in(args)))
+        elif last_name(func) not in _REPORTING:
+            # handed to code this rule does not see (`self.optimize(total)`)
+            returned |= vars_in(args)

@@ -5,8 +5,8 @@ import re
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import (SYNC_METHODS, Assignment, assignments, key_of, last_name,
-                                     loss_keys, target_keys, value_keys)
+from ptlint.analysis.dataflow import (SYNC_METHODS, Assignment, assignments, closure, key_of,
+                                     last_name, loss_keys, value_keys)
 from ptlint.analysis.semantic import BACKWARD, Function, Loop
 from ptlint.rule import Rule
 
@@ -33,20 +33,14 @@ def _has_sync_inside(node: cst.BaseExpression) -> bool:
 
 def _printed_keys(call: cst.Call) -> set[str]:
     """Keys of tensors passed as such (not through `.item()`) to print/float/…."""
-    keys: set[str] = set()
+    values = []
     for arg in call.args:
-        value = arg.value
-        if isinstance(value, (cst.FormattedString,)):
-            for part in value.parts:
-                if isinstance(part, cst.FormattedStringExpression):
-                    key = key_of(part.expression)
-                    if key is not None:
-                        keys.add(key)
-            continue
-        key = key_of(value)
-        if key is not None:
-            keys.add(key)
-    return keys
+        if isinstance(arg.value, cst.FormattedString):
+            values += [part.expression for part in arg.value.parts
+                       if isinstance(part, cst.FormattedStringExpression)]
+        else:
+            values.append(arg.value)
+    return {key_of(value) for value in values} - {None}
 
 
 class HostSyncInTrainingLoop(Rule):
@@ -64,7 +58,8 @@ class HostSyncInTrainingLoop(Rule):
     `if args.verbose:`), under a process guard (`if rank == 0:`,
     `if is_main_process():`) and in `except` handlers are not flagged, nor
     are values that do not come from the loss or the outputs (the batch
-    itself, hyper-parameters). A call of a helper defined in the same file
+    itself, hyper-parameters; a name read before the loop body reassigns it,
+    like the batch read on the host before it is moved to the device). A call of a helper defined in the same file
     that runs the backward pass or the step counts as one. Files that never
     mention `cuda`, a `device` or an accelerator, and trainer classes that
     do not (when the file's top-level code does not either), are skipped:
@@ -139,15 +134,14 @@ class HostSyncInTrainingLoop(Rule):
             self.calls.append((self.model.site(node), f"{builtin}()", _printed_keys(node), True))
 
     def leave_Module(self, node: cst.Module) -> None:
-        tainted: dict[Loop, tuple[set[str], set[str]]] = {}
+        tainted: dict[Loop, _Taint] = {}
         for site, what, keys, loss_only in self.calls:
             hot = site.ctx.hot_loop()
             if hot is None or site.periodic_within(hot) or not self._on_device(hot.function):
                 continue
             if hot not in tainted:
-                tainted[hot] = _tainted(hot)
-            outputs, losses = tainted[hot]
-            if keys & (losses if loss_only else outputs):
+                tainted[hot] = _Taint(hot)
+            if tainted[hot].reaches(site.node, keys, loss_only):
                 of = " of a tensor" if loss_only else ""
                 self.report(site.node, message=(
                     f"`{what}`{of} in the training loop waits for the device on every step"))
@@ -172,77 +166,94 @@ class HostSyncInTrainingLoop(Rule):
         return self.top_on_device or bool(_DEVICE_HINT.search(code(trainer.node)))
 
 
-def _tainted(hot: Loop) -> tuple[set[str], set[str]]:
-    """Keys holding the loss or values computed from the outputs, and the
-    keys of the loss itself (minus names later rebound to host values)."""
-    assigns = assignments(hot.events, hot.function.resolve)
-    losses = {k for loop in hot.walk() for site in loop.sites if site.kind == BACKWARD
-              for k in loss_keys(site.node)}
-    steps = hot.function.model.helpers(BACKWARD, per_call=True)
-    for kind, node, _ in hot.events:  # `loss = train_step(batch)`: a helper's loss
-        if kind == "small" and type(node) is cst.Assign and type(node.value) is cst.Call \
-                and last_name(node.value.func) in steps:
-            losses |= {k for target in node.targets for k in target_keys(target.target)}
-    host_names = {k for a in assigns if a.host for k in a.targets}
-    # names computed in the loop (not just the batch moved to the device)
-    computed = {k for a in assigns if not a.move and not a.host for k in a.targets}
-    changed = True
-    while changed:
-        changed = False
-        for a in assigns:
-            if a.move and a.reads & computed and not a.targets <= computed:
-                computed |= a.targets
-                changed = True
-    # names computed from the batch by tensor arithmetic alone (masks, noise
-    # schedules, timesteps) are inputs too, not outputs
-    inputs = {k for a in assigns for k in a.targets} - computed
-    changed = True
-    while changed:
-        changed = False
-        for a in assigns:
-            if a.targets <= inputs or not a.arithmetic:
-                continue
-            if all(_from_inputs(b, inputs, assigns) for b in assigns if b.targets & a.targets):
-                inputs |= a.targets
-                changed = True
-    computed -= inputs
-    # the outputs: what the loss is computed from directly, and what comes out of
-    # the same call (`logits, loss = model(x)`); partial losses (`d_loss = (real_loss
-    # + fake_loss) / 2`, names containing "loss") are followed back the same way
-    seeds = set(losses)
-    for a in assigns:
-        if a.targets & losses and not a.host:
-            seeds |= a.targets
-    work = list(seeds)
-    followed: set[str] = set()
-    while work:
-        key = work.pop()
-        if key in followed:
-            continue
-        followed.add(key)
-        for a in assigns:
-            if key in a.targets and not a.host:
-                for read in (a.reads & computed) - seeds:
-                    seeds.add(read)
-                    if _PARTIAL_LOSS.search(read) and not _NOT_A_LOSS.search(read):
-                        work.append(read)
-    # and everything computed from those
-    tainted = set(seeds)
-    changed = True
-    while changed:
-        changed = False
-        for a in assigns:
-            if not a.host and a.reads & tainted and not a.targets <= tainted:
-                tainted |= a.targets
-                changed = True
-    return tainted, losses - host_names
+class _Taint:
+    """What a hot loop's values come from. Each assignment of the loop body
+    makes new versions `k@i` of the keys it assigns; a read sees the versions
+    assigned before it in the body or, for a key not yet assigned in this
+    iteration, every version (from the iteration before)."""
+
+    def __init__(self, hot: Loop) -> None:
+        self.hot, self.events = hot, hot.events
+        self.at = {id(node): i for i, (_, node, _) in enumerate(self.events)}
+        self.assigns = assignments(self.events, hot.function.resolve)
+        self.versions: dict[str, list[tuple[int, str]]] = {}
+        for i, a in enumerate(self.assigns):
+            for k in a.targets:
+                self.versions.setdefault(k, []).append((a.at, f"{k}@{i}"))
+        for i, a in enumerate(self.assigns):
+            a.reads, a.receivers = self.seen(a.reads, a.at), self.seen(a.receivers, a.at)
+            a.targets = {f"{k}@{i}" for k in a.targets}
+        self.outputs, self.losses = self._tainted()
+        self.keys = {found: {k.partition("@")[0] for k in getattr(self, found)}
+                     for found in ("outputs", "losses")}
+
+    def reaches(self, node: cst.CSTNode, keys: set[str], loss_only: bool) -> bool:
+        """Whether `keys`, read at `node`, hold the loss (`loss_only`) or an output."""
+        found = "losses" if loss_only else "outputs"
+        return bool(keys & self.keys[found]) and bool(
+            self.seen(keys, self.where(node)) & getattr(self, found))
+
+    def seen(self, keys: set[str], at: int) -> set[str]:
+        """The versions of `keys` that a read in event `at` sees."""
+        found = set()
+        for k in keys:
+            versions = self.versions.get(k)
+            if versions is None:
+                found.add(k)  # not assigned in the loop
+            else:
+                found.update([v for i, v in versions if i < at] or [v for _, v in versions])
+        return found
+
+    def where(self, node: cst.CSTNode) -> int:
+        """The index of the event that holds `node`."""
+        path = self.hot.function.model.path(node, self.hot.node)
+        return next((self.at[id(n)] for n in reversed(path) if id(n) in self.at), 0)
+
+    def _tainted(self) -> tuple[set[str], set[str]]:
+        """Keys holding the loss or values computed from the outputs, and the
+        keys of the loss itself (minus names later rebound to host values)."""
+        assigns, model = self.assigns, self.hot.function.model
+        losses = {k for loop in self.hot.walk() for site in loop.sites if site.kind == BACKWARD
+                  for k in self.seen(loss_keys(site.node), self.where(site.node))}
+        steps = model.helpers(BACKWARD, per_call=True)
+        for i, (kind, node, _) in enumerate(self.events):  # `loss = train_step(batch)`
+            if kind == "small" and type(node) is cst.Assign and type(node.value) is cst.Call \
+                    and last_name(node.value.func) in steps:
+                losses |= {k for a in assigns if a.at == i for k in a.targets}
+        host_names = {k.partition("@")[0] for a in assigns if a.host for k in a.targets}
+        # names computed in the loop (not just the batch moved to the device)
+        computed = closure({k for a in assigns if not a.move and not a.host for k in a.targets},
+                           [(a.reads, a.targets) for a in assigns if a.move])
+        # names computed from the batch by tensor arithmetic alone (masks, noise
+        # schedules, timesteps) are inputs too, not outputs
+        inputs = {k for a in assigns for k in a.targets} - computed
+        grown = True
+        while grown:
+            grown = {k for a in assigns if not a.targets <= inputs and _from_inputs(a, inputs)
+                     for k in a.targets}
+            inputs |= grown
+        computed -= inputs
+        # the outputs: what the loss is computed from directly, and what comes out of
+        # the same call (`logits, loss = model(x)`); partial losses (`d_loss = (real_loss
+        # + fake_loss) / 2`, names containing "loss") are followed back the same way
+        seeds = losses | {k for a in assigns if a.targets & losses and not a.host
+                          for k in a.targets}
+        followed = closure(seeds, [(a.targets, {r for r in a.reads & computed if _partial(r)})
+                                   for a in assigns if not a.host])
+        seeds |= {r for a in assigns if a.targets & followed and not a.host
+                  for r in a.reads & computed}
+        # and everything computed from those
+        tainted = closure(seeds, [(a.reads, a.targets) for a in assigns if not a.host])
+        return tainted, {k for k in losses if k.partition("@")[0] not in host_names}
 
 
-def _from_inputs(a: Assignment, inputs: set[str], assigns: list[Assignment]) -> bool:
-    """An assignment of arithmetic on inputs and on names the loop never assigns."""
-    assigned = {k for b in assigns for k in b.targets}
-    if a.host:
+def _partial(key: str) -> bool:
+    key = key.partition("@")[0]
+    return bool(_PARTIAL_LOSS.search(key)) and not _NOT_A_LOSS.search(key)
+
+
+def _from_inputs(a: Assignment, inputs: set[str]) -> bool:
+    """Arithmetic on inputs and on names the loop never assigns (no `@`)."""
+    if a.host or not a.arithmetic:
         return False
-    if a.move or a.fresh:
-        return True
-    return a.arithmetic and all(r in inputs or r not in assigned for r in a.reads | a.receivers)
+    return a.move or a.fresh or all(r in inputs or "@" not in r for r in a.reads | a.receivers)

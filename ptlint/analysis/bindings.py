@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ptlint.analysis import training as t
-from ptlint.analysis.dataflow import last_name, var
+from ptlint.analysis.dataflow import bound, last_name, var
 
 if TYPE_CHECKING:
     from ptlint.analysis.semantic import Function
@@ -74,7 +74,7 @@ class Bindings:
                 for target in targets:
                     self._bind(local, target, node.value, fn)
             else:  # names bound to what the model does not know
-                for target in _bound(event, node):
+                for target in bound(event, node):
                     self._bind(local, target, None, fn)
 
     def _bind(self, local: dict, target, value, fn: "Function") -> None:
@@ -117,12 +117,3 @@ class Bindings:
             if kind is not None:
                 self.ever.setdefault(kind, set()).add(key)
 
-
-def _bound(event: str, node: cst.CSTNode) -> list[cst.BaseExpression]:
-    if event == "for":
-        return [node.target]
-    if event == "with":
-        return [item.asname.name for item in node.items if item.asname]
-    if event == "handler":
-        return [node.name.name] if node.name else []
-    return [node.name] if event == "def" else []

@@ -81,22 +81,24 @@ class Ctx:
     def grad(self) -> str | None:
         """`training.OFF`, `ON` or `MAYBE` where a `with` or a decorator sets the
         grad mode here; None where nothing in the function does."""
-        if self._grad is _UNSET:
-            self._grad = self.function.model._own(self, "grad")
-            if self._grad is None and self.kind not in _BARRIERS:
-                self._grad = self.parent.grad
-        return self._grad
+        return self._inherited("_grad", "grad")
 
     @property
     def autocast(self) -> "tuple[cst.CSTNode, bool | None] | None":
         """The innermost autocast region in the function: (its `with` or def,
         its `enabled`: a literal's value, True when absent, None when not a
         literal), or None."""
-        if self._autocast is _UNSET:
-            self._autocast = self.function.model._own(self, "autocast")
-            if self._autocast is None and self.kind not in _BARRIERS:
-                self._autocast = self.parent.autocast
-        return self._autocast
+        return self._inherited("_autocast", "autocast")
+
+    def _inherited(self, slot: str, what: str):
+        """What this context says about `what`, else what the one around it says."""
+        found = getattr(self, slot)
+        if found is _UNSET:
+            found = self.function.model._own(self, what)
+            if found is None and self.kind not in _BARRIERS:
+                found = getattr(self.parent, what)
+            setattr(self, slot, found)
+        return found
 
     def hot_loop(self) -> "Loop | None":
         """The nearest hot loop among those around this context."""
@@ -132,17 +134,6 @@ class Loop(_Body):
         for child in self.children:
             yield from child.walk()
 
-    def ancestors(self) -> Iterator["Loop"]:
-        loop = self.parent
-        while loop is not None:
-            yield loop
-            loop = loop.parent
-
-    def contains(self, other: "Loop | None") -> bool:
-        while other is not None and other is not self:
-            other = other.parent
-        return other is self
-
     @property
     def events(self) -> list[Event]:
         if self._events is None:
@@ -175,7 +166,9 @@ class Loop(_Body):
         loop around it does both: the loop whose iterations are training steps."""
         if not (self.does(BACKWARD, direct=True) or self.does(STEP, direct=True)):
             return False
-        chain = [self, *self.ancestors()]
+        chain, loop = [self], self.parent
+        while loop is not None:
+            chain, loop = [*chain, loop], loop.parent
         return any(c.does(BACKWARD) for c in chain) and any(c.does(STEP) for c in chain)
 
 

@@ -327,32 +327,34 @@ class Assignment:
     # `receivers` (no model, loss function or helper is called)
     arithmetic: bool = False
     receivers: set[str] = field(default_factory=set)
+    at: int = 0  # the index of its event
 
 
 def assignments(events: Iterable[Event], resolve: Resolve) -> list[Assignment]:
     """The assignments of a loop's events; a loop variable is new data every iteration."""
     found: list[Assignment] = []
-    for kind, node, _ in events:
+    for at, (kind, node, _) in enumerate(events):
         if kind == "for":
-            found.append(Assignment(target_keys(node.target), set(), False, True, True))
+            found.append(Assignment(target_keys(node.target), set(), False, True, True, at=at))
         elif kind != "small":
             continue
         elif type(node) is cst.Assign:
-            _assign(found, [t.target for t in node.targets], node.value, resolve)
+            _assign(found, [t.target for t in node.targets], node.value, resolve, at)
         elif type(node) is cst.AugAssign:  # `total += x` reads `total` as well
             _assign(found, [node.target], cst.BinaryOperation(node.target, cst.Add(), node.value),
-                    resolve)
+                    resolve, at)
         elif type(node) is cst.AnnAssign and node.value is not None:
-            _assign(found, [node.target], node.value, resolve)
+            _assign(found, [node.target], node.value, resolve, at)
     return found
 
 
-def _assign(found: list, targets: list, value: cst.BaseExpression, resolve: Resolve) -> None:
+def _assign(found: list, targets: list, value: cst.BaseExpression, resolve: Resolve,
+            at: int) -> None:
     if (len(targets) == 1 and isinstance(targets[0], (cst.Tuple, cst.List))
             and isinstance(value, (cst.Tuple, cst.List))
             and len(targets[0].elements) == len(value.elements)):
         for t, v in zip(targets[0].elements, value.elements):
-            _assign(found, [t.value], v.value, resolve)
+            _assign(found, [t.value], v.value, resolve, at)
         return
     lhs: set[str] = set()
     for target in targets:
@@ -361,7 +363,7 @@ def _assign(found: list, targets: list, value: cst.BaseExpression, resolve: Reso
     reads.read(value)
     arithmetic, receivers = _arithmetic(value, resolve)
     found.append(Assignment(lhs, reads.keys, is_host_value(value, resolve), is_data_move(value),
-                            is_fresh(value), reads.bare, arithmetic, receivers))
+                            is_fresh(value), reads.bare, arithmetic, receivers, at))
 
 
 def _arithmetic(value: cst.BaseExpression, resolve: Resolve) -> tuple[bool, set[str]]:
@@ -450,33 +452,33 @@ def loss_keys(call: cst.Call) -> set[str]:
     return keys
 
 
+def bound(kind: str, node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The targets a "for", "with", "handler" or "def" event binds."""
+    if kind == "for":
+        return [node.target]
+    if kind == "with":
+        return [item.asname.name for item in node.items if item.asname]
+    if kind == "handler":
+        return [node.name.name] if node.name else []
+    return [node.name] if kind == "def" else []
+
+
 def bound_in(events: Iterable[Event], from_calls: bool = False) -> set[str]:
     """The variables (`x`, `self.x`) the events bind; with `from_calls`, only
     those assigned the result of a call (`opt = SGD(...)`)."""
     found: set[str] = set()
     for kind, node, _ in events:
-        if kind == "small":
-            if type(node) is cst.Assign and (not from_calls or type(node.value) is cst.Call):
-                targets = [t.target for t in node.targets]
-            elif from_calls:
-                continue
-            elif type(node) in (cst.AugAssign, cst.AnnAssign):
-                targets = [node.target]
-            elif type(node) in (cst.Import, cst.ImportFrom) and not isinstance(
-                    node.names, cst.ImportStar):
-                targets = [a.asname.name if a.asname else a.name for a in node.names]
-            else:
-                continue
+        if kind != "small":
+            targets = [] if from_calls else bound(kind, node)
+        elif type(node) is cst.Assign and (not from_calls or type(node.value) is cst.Call):
+            targets = [t.target for t in node.targets]
         elif from_calls:
             continue
-        elif kind == "for":
+        elif type(node) in (cst.AugAssign, cst.AnnAssign):
             targets = [node.target]
-        elif kind == "with":
-            targets = [item.asname.name for item in node.items if item.asname]
-        elif kind == "handler" and node.name is not None:
-            targets = [node.name.name]
-        elif kind == "def":
-            targets = [node.name]
+        elif type(node) in (cst.Import, cst.ImportFrom) and not isinstance(
+                node.names, cst.ImportStar):
+            targets = [a.asname.name if a.asname else a.name for a in node.names]
         else:
             continue
         for target in targets:
