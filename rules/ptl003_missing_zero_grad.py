@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import bound_in, last_name, var
+from ptlint.analysis.dataflow import bound_in, var
 from ptlint.analysis.semantic import BACKWARD, GRAD, STEP, ZERO, Function, Loop, Site
 from ptlint.analysis.training import clears_gradients
 from ptlint.fixers.statements import insert_before, simple_statement
@@ -94,9 +94,8 @@ class MissingZeroGrad(Rule):
         self.blocked: set[Loop] = set()  # loops around a loop that trains: it is reported
 
     def leave_Module(self, node: cst.Module) -> None:
-        model = self.model
-        engines = model.engine_steps()
-        for function in model.functions:
+        engines = self.model.engine_steps()
+        for function in self.model.functions:
             trained = False
             for loop in reversed(function.loops):  # inner loops first
                 trains = self._check(loop, loop.node, list(loop.walk()))
@@ -111,9 +110,7 @@ class MissingZeroGrad(Rule):
         without clearing; whether it trains. `parts`: it and its nested loops."""
         model = self.model
         sites = sorted((s for part in parts for s in part.sites), key=lambda s: s.order)
-        backwards = [s for s in sites if s.kind == BACKWARD and (
-            last_name(s.node.func) == "backward" if isinstance(s.node.func, cst.Attribute)
-            else model.qualified_name(s.node.func, s.ctx) == "torch.autograd.backward")]
+        backwards = [s for s in sites if model.is_backward(s)]
         steps = [found for found in map(model.stepped, (s for s in sites if s.kind == STEP)) if found]
         helper_calls = set().union(*(part.helper_calls for part in parts))
         trains = bool(backwards or helper_calls & model.helpers(BACKWARD, per_call=True)) and bool(
@@ -146,16 +143,16 @@ class MissingZeroGrad(Rule):
         message = None if isinstance(body, Loop) else (
             "Step function run by the training engine calls `.backward()` and steps the "
             "optimizer but never clears the gradients: they add up across iterations")
-        names = {var(o) for o in optimizers}
-        optimizer = optimizers[0] if optimizers else None
+        optimizer = var(optimizers[0]) if optimizers else None
         point = self._insertion_point(node, backwards) if (
-            len(names) == 1 and isinstance(optimizer, (cst.Name, cst.Attribute))
-            and var(optimizer) is not None and not _rebound(body, var(optimizer))) else None
+            len({var(o) for o in optimizers}) == 1 and isinstance(optimizers[0], (
+                cst.Name, cst.Attribute)) and optimizer is not None
+            and not _rebound(body, optimizer)) else None
         if point is None:
             self.report(where, message=message)
             return
         owner, anchor = point
-        statement = simple_statement(f"{var(optimizer)}.zero_grad()")
+        statement = simple_statement(f"{optimizer}.zero_grad()")
         self.report(where, message=message,
                     edits=[(owner, insert_before(owner, anchor, statement))])
 
@@ -166,39 +163,28 @@ class MissingZeroGrad(Rule):
         for site in backwards:
             path = [n for n in self.model.path(site.node, root) if isinstance(n, _STATEMENTS)]
             chain = []  # (block, statement) pairs from the loop's body down
-            i = 1
-            while i < len(path):
-                block = path[i]
-                if isinstance(block, cst.If):  # an `elif`: part of the `if` above
-                    i += 1
-                    continue
-                if not isinstance(block, cst.IndentedBlock) or i + 1 >= len(path):
+            for block, statement in zip(path, path[1:]):
+                if isinstance(statement, cst.SimpleStatementSuite):
                     return None  # a one-line suite
-                statement = path[i + 1]
-                if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-                    return None  # runs later, in a closure
-                chain.append((block, statement))
-                if isinstance(statement, _LOOPS):
-                    break
-                i += 2
+                if isinstance(block, cst.IndentedBlock):  # not an `elif`'s `if`
+                    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                        return None  # runs later, in a closure
+                    chain.append((block, statement))
+                    if isinstance(statement, _LOOPS):
+                        break
             if not chain or not isinstance(chain[-1][1], (cst.SimpleStatementLine, *_LOOPS)):
                 return None
             chains.append(chain)
         if not chains:
             return None
-        first = chains[0]
-        depth = 0
-        while depth < len(first) and all(
-                len(c) > depth and c[depth][0] is first[depth][0] and c[depth][1] is first[depth][1]
-                for c in chains):
+        first, depth = chains[0], 0
+        while depth < len(first) and all(c[depth:depth + 1] == first[depth:depth + 1] for c in chains):
             depth += 1
         if depth == len(first):
             return first[-1]
-        if all(len(c) > depth and c[depth][0] is first[depth][0] for c in chains):
+        if all(c[depth:depth + 1] and c[depth][0] is first[depth][0] for c in chains):
             return first[depth]  # siblings: before the earliest
-        if depth > 0:
-            return first[depth - 1]  # different branches: before the branching
-        return None
+        return first[depth - 1] if depth > 0 else None  # different branches: before the branching
 
 
 def _rebound(body: Loop | Function, optimizer: str) -> bool:

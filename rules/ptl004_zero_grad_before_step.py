@@ -124,24 +124,17 @@ class ZeroGradBeforeStep(Rule):
 
         def apply(holder: cst.CSTNode, state: _State) -> _State:
             for kind, site in events.get(id(holder), ()):
-                if kind == "backward":
-                    state = _State(True, ())
-                elif kind == "zero":
-                    if state.backward:
-                        state = _State(True, (*state.pending, site))
-                else:
-                    stepped = self.model.stepped(site)
-                    if stepped is None:
-                        continue
-                    optimizer, closure = stepped
-                    if closure:  # the closure runs its own backward
-                        state = _State(True, ())
-                        continue
-                    for zero in state.pending:
-                        if self._clears_for(zero.node, optimizer):
-                            self._report(function, zero, site, events)
+                stepped = self.model.stepped(site) if kind == "step" else None
+                if kind == "backward" or (stepped is not None and stepped[1]):
+                    state = _State(True, ())  # a closure runs its own backward
+                elif kind == "zero" and state.backward:
+                    state = _State(True, (*state.pending, site))
+                elif stepped is not None:
+                    cleared = [z for z in state.pending if self._clears_for(z.node, stepped[0])]
+                    for zero in cleared:
+                        self._report(zero, site, events)
                     state = _State(state.backward, tuple(
-                        z for z in state.pending if not self._clears_for(z.node, optimizer)))
+                        z for z in state.pending if z not in cleared))
             return state
 
         self.model.scan(function.node.body, _State(False, ()), apply, _join)
@@ -154,26 +147,18 @@ class ZeroGradBeforeStep(Rule):
         return target == stepped or self.model.optimized_by(stepped) == target
 
     # -- report and fix ----------------------------------------------------
-    def _report(self, function: Function, zero: Site, step: Site, events: dict) -> None:
+    def _report(self, zero: Site, step: Site, events: dict) -> None:
         if id(zero.node) in self.reported:
             return
         self.reported.add(id(zero.node))
-        line, statement = zero.line, step.line
-        path = self.model.path(line, function.node) if line is not None else []
-        owner = path[-2] if len(path) > 1 else None
-        fixable = (
-            isinstance(owner, (cst.IndentedBlock, cst.Module))
-            and isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1
-            and isinstance(line.body[0], cst.Expr) and line.body[0].value is zero.node
-            and isinstance(statement, cst.SimpleStatementLine)
-            and any(s is statement for s in owner.body)
-        )
-        if not fixable:
+        found, statement = zero.alone(), step.line
+        if found is None or not isinstance(statement, cst.SimpleStatementLine) or (
+                statement not in found[0].body):
             self.report(zero.node)
             return
+        owner, line = found
         body = list(owner.body)
-        at_zero = next(i for i, s in enumerate(body) if s is line)
-        at_step = next(i for i, s in enumerate(body) if s is statement)
+        at_zero, at_step = body.index(line), body.index(statement)
         if at_step < at_zero or any(kind == "backward" for s in body[at_zero + 1:at_step]
                                     for n in descendants(s) for kind, _ in events.get(id(n), ())):
             # a backward on some path in between: moving the zero_grad past it
@@ -190,12 +175,12 @@ class ZeroGradBeforeStep(Rule):
         for statement in body[at_step + 1:]:
             if not isinstance(statement, cst.SimpleStatementLine):
                 break
-            for small in statement.body:
-                call = small.value if isinstance(small, cst.Expr) else None
-                if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
-                        and call.func.attr.value == "update" and scaler is not None
-                        and var(call.func.value) == scaler and len(statement.body) == 1):
-                    return statement
+            call = statement.body[0].value if len(statement.body) == 1 and isinstance(
+                statement.body[0], cst.Expr) else None
+            if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                    and call.func.attr.value == "update" and scaler is not None
+                    and var(call.func.value) == scaler):
+                return statement
             if any(kind != "step" or self.model.stepped(site)
                    for kind, site in events.get(id(statement), ())):
                 break

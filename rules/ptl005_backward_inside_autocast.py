@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.analysis.semantic import BACKWARD, Site
+from ptlint.analysis.semantic import Site
 from ptlint.fixers.statements import hoist_out_of_with
 from ptlint.model import Safety
 from ptlint.rule import Rule
@@ -81,28 +81,20 @@ class BackwardInsideAutocast(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         for function in self.model.functions:
             for site in function.all_sites():
-                if site.kind == BACKWARD and (
-                        site.node.func.attr.value == "backward"
-                        if isinstance(site.node.func, cst.Attribute)
-                        else self.model.qualified_name(site.node.func, site.ctx)
-                        == "torch.autograd.backward"):
-                    region = site.ctx.autocast
-                    if region is not None and region[1] is not False:
-                        self._report(site, region[0])
+                region = site.ctx.autocast if self.model.is_backward(site) else None
+                if region is not None and region[1] is not False:
+                    self._report(site, region[0])
 
     def _report(self, site: Site, region: cst.CSTNode) -> None:
         call = site.node
         inner = self.model.path(call, region)
         outer = self.model.path(region, site.ctx.function.node)
-        direct = (
-            isinstance(region, cst.With) and len(region.items) == 1
-            and not region.asynchronous and len(inner) > 2
-            and isinstance(inner[1], cst.IndentedBlock)
-            and isinstance(inner[2], cst.SimpleStatementLine)
-            and len(outer) > 1 and isinstance(outer[-2], (cst.IndentedBlock, cst.Module))
-        )
-        if not direct:
-            self.report(call)
+        if not (isinstance(region, cst.With) and len(region.items) == 1
+                and not region.asynchronous and len(inner) > 2
+                and isinstance(inner[1], cst.IndentedBlock)
+                and isinstance(inner[2], cst.SimpleStatementLine)
+                and len(outer) > 1 and isinstance(outer[-2], (cst.IndentedBlock, cst.Module))):
+            self.report(call)  # not the direct body of a plain `with`
             return
         line, owner = inner[2], outer[-2]
         body = list(region.body.body)
@@ -117,14 +109,9 @@ class BackwardInsideAutocast(Rule):
 
 def _updates_only(statement: cst.BaseStatement) -> bool:
     """A line of calls like `loss.backward()`, `scaler.step(opt)`, `scaler.update()`."""
-    if not isinstance(statement, cst.SimpleStatementLine):
-        return False
-    for small in statement.body:
-        if isinstance(small, cst.Pass):
-            continue
-        if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)):
-            return False
-        func = small.value.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value in _UPDATE_METHODS):
-            return False
-    return True
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(small, cst.Pass) or (
+            isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
+            and isinstance(small.value.func, cst.Attribute)
+            and small.value.func.attr.value in _UPDATE_METHODS)
+        for small in statement.body)

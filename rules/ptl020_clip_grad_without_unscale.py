@@ -106,11 +106,11 @@ class ClipGradWithoutUnscale(Rule):
                 self._check(function, found)
 
     def _check(self, function: Function, found: list[tuple[Site, str]]) -> None:
-        scalers = {scaled_backward(s.node) for s in function.all_sites() if s.kind == BACKWARD}
-        scalers.discard(None)
+        sites = function.all_sites()
+        scalers = {scaled_backward(s.node) for s in sites if s.kind == BACKWARD} - {None}
         steps: dict[str, set[str]] = {}  # scaler -> optimizers it steps
         events = list(found)
-        for site in function.all_sites():
+        for site in sites:
             if site.kind == BACKWARD and scaled_backward(site.node):
                 events.append((site, "scale"))
             elif site.kind == STEP and dotted(site.node.func.value) in scalers:
@@ -124,7 +124,7 @@ class ClipGradWithoutUnscale(Rule):
         unscaled = {dotted(s.node.func.value) for s, what in found if what == "unscale"
                     and last_name(s.node.func) == "unscale_" and isinstance(s.node.func, cst.Attribute)}
         helper = any(what == "unscale" and last_name(s.node.func) != "unscale_" for s, what in found)
-        clips: list[tuple[Site, str]] = []
+        clips: dict[int, tuple[Site, str]] = {}  # the first scaler pending at each clip
 
         def apply(holder: cst.CSTNode, pending: frozenset) -> frozenset:
             for site, what in at.get(id(holder), ()):
@@ -137,33 +137,27 @@ class ClipGradWithoutUnscale(Rule):
                     pending -= {receiver}
                 elif what == "unscale":
                     pending = frozenset()
-                elif what == "clip":
-                    clips.extend((site, scaler) for scaler in sorted(pending))
+                elif what == "clip" and pending:
+                    clips.setdefault(id(site.node), (site, min(pending)))
             return pending
 
         if not isinstance(function.node, cst.Lambda):
             self.model.scan(function.node.body, frozenset(), apply,
                             lambda *states: frozenset().union(*states))
-        reported: set[int] = set()
-        for site, scaler in clips:
-            if id(site.node) not in reported:
-                reported.add(id(site.node))
-                optimizers = steps.get(scaler, set())
-                fixable = len(optimizers) == 1 and "" not in optimizers and not (
-                    scaler in unscaled or helper)
-                self._report(site, scaler, next(iter(optimizers)) if fixable else None)
+        for site, scaler in clips.values():
+            optimizers = steps.get(scaler, set())
+            fixable = len(optimizers) == 1 and "" not in optimizers and not (
+                scaler in unscaled or helper)
+            self._report(site, scaler, next(iter(optimizers)) if fixable else None)
 
     def _report(self, site: Site, scaler: str, optimizer: str | None) -> None:
-        call, line = site.node, site.line
+        call = site.node
         message = self.message.format(clip=dotted(call.func) or "clip_grad_norm_", scaler=scaler)
-        path = self.model.path(line, site.ctx.function.node) if line is not None else []
-        block = path[-2] if len(path) > 1 else None
-        if (optimizer is None or not isinstance(block, cst.IndentedBlock)
-                or not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1
-                or not isinstance(line.body[0], (cst.Expr, cst.Assign, cst.AnnAssign))
-                or line.body[0].value is not call):
+        found = site.alone((cst.Expr, cst.Assign, cst.AnnAssign))
+        if optimizer is None or found is None or not isinstance(found[0], cst.IndentedBlock):
             self.report(call, message=message)
             return
+        block, line = found
         new_block = insert_before(block, line, statement(f"{scaler}.unscale_({optimizer})"))
         self.report(call, message=message, edits=[(block, new_block)],
                     fix_title=self.fix_title.format(scaler=scaler, optimizer=optimizer))

@@ -91,15 +91,12 @@ class StepBypassesGradScaler(Rule):
                     self._report(function, site, scalers)
 
     def _report(self, function: Function, site: Site, scalers: set[str]) -> None:
-        call, line = site.node, site.line
+        call, found = site.node, site.alone()
         scaler, optimizer = min(scalers), cst.Module([]).code_for_node(call.func.value)
-        path = self.model.path(line, function.node) if line is not None else []
-        owner = path[-2] if len(path) > 1 else None
-        if (len(scalers) > 1 or not isinstance(owner, (cst.IndentedBlock, cst.Module))
-                or not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1
-                or not isinstance(line.body[0], cst.Expr) or line.body[0].value is not call):
+        if len(scalers) > 1 or found is None:
             self.report(call)
             return
+        owner, line = found
         stepped = line.with_changes(body=[cst.Expr(cst.parse_expression(
             f"{scaler}.step({optimizer})"))])
         block = owner.with_changes(body=[stepped if s is line else s for s in owner.body])

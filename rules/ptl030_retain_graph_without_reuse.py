@@ -4,7 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.fixers.arguments import keyword, without_keywords
-from ptlint.analysis.dataflow import assignments, loss_keys
+from ptlint.analysis.dataflow import assignments, closure, loss_keys
 from ptlint.analysis.semantic import BACKPROP, BACKWARD, Loop
 from ptlint.model import Safety
 from ptlint.rule import Rule
@@ -78,21 +78,18 @@ class RetainGraphWithoutReuse(Rule):
                     self._check(root)
 
     def _check(self, root: Loop) -> None:
-        sites = sorted((s for loop in root.walk() for s in loop.sites), key=lambda s: s.order)
-        backprops = [s.order for s in sites if s.kind in (BACKWARD, BACKPROP)]
+        sites = [s for loop in root.walk() for s in loop.sites]
+        last = max((s.order for s in sites if s.kind in (BACKWARD, BACKPROP)), default=0)
         assigned = None
-        for site in sites:
+        for site in sorted(sites, key=lambda s: s.order):
             call = site.node
-            if site.kind != BACKWARD or not isinstance(call.func, cst.Attribute):
+            retain = keyword(call, "retain_graph") if site.kind == BACKWARD and isinstance(
+                call.func, cst.Attribute) else None
+            if retain is None or not (isinstance(retain.value, cst.Name) and retain.value.value
+                                      == "True") or keyword(call, "create_graph") is not None:
                 continue
-            retain = keyword(call, "retain_graph")
-            if retain is None or not (isinstance(retain.value, cst.Name)
-                                      and retain.value.value == "True"):
-                continue
-            if keyword(call, "create_graph") is not None or any(a.star for a in call.args):
-                continue
-            if any(order > site.order for order in backprops):
-                continue  # a later backward pass may reuse the graph
+            if any(a.star for a in call.args) or site.order < last:
+                continue  # `**kw` may hold `create_graph=`; a later backward may reuse the graph
             if assigned is None:
                 assigned = assignments(root.events, root.function.resolve)
             if not _reads_from_before_the_loop(loss_keys(call), assigned):
@@ -104,18 +101,8 @@ def _reads_from_before_the_loop(losses: set[str], assigns: list) -> bool:
     plain lower-case name that the loop never assigns (a tensor built before
     the loop may hold a graph the next iteration backpropagates through)."""
     assigned = {k for a in assigns for k in a.targets}
-    seen = set(losses)
-    work = list(losses)
-    outer = {k for k in losses if k not in assigned}
-    while work:
-        key = work.pop()
-        for a in assigns:
-            if key not in a.targets or a.host or a.fresh:
-                continue
-            for read in a.reads - seen:
-                seen.add(read)
-                if read in assigned:
-                    work.append(read)
-                elif read in a.bare:
-                    outer.add(read)
+    flows = [a for a in assigns if not a.host and not a.fresh]
+    seen = closure(set(losses), [(a.targets, a.reads) for a in flows])
+    outer = (losses - assigned) | {r for a in flows if a.targets & seen
+                                   for r in a.reads & a.bare - assigned}
     return any(not name.isupper() for name in outer if "." not in name)

@@ -93,54 +93,36 @@ class GradScalerInLoop(Rule):
     semantic = True
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        around = self.model.here.loop
-        call = node.value
+        around, call = self.model.here.loop, node.value
         if around is None or not isinstance(call, cst.Call) or isinstance(
-                call.func, (cst.Call, cst.Subscript)):
+                call.func, (cst.Call, cst.Subscript)) or len(node.targets) != 1:
             return
-        if self.qualified_name(call.func) not in SCALERS or len(node.targets) != 1:
+        if self.qualified_name(call.func) not in SCALERS:
             return
         scaler, loop = dotted(node.targets[0].target), around.node
         path = self.model.path(node, loop)
         if any(isinstance(n, cst.If) and inner is not n.test for n, inner in zip(path, path[1:])):
             return  # created conditionally (lazily) inside the loop
-        if scaler is None or not self._uses(loop, scaler) or self._creates_optimizer(loop):
+        calls = [n for n in descendants(loop) if type(n) is cst.Call]
+        if scaler is None or not any(
+                type(c.func) is cst.Attribute and c.func.attr.value in _SCALER_METHODS
+                and dotted(c.func.value) == scaler for c in calls) or any(map(self._optimizer, calls)):
             return
-        self._report(call, node, loop, self.model.path(loop, around.function.node)[-2],
-                     self.model.site(node).line)
-
-    def _uses(self, loop: cst.CSTNode, scaler: str) -> bool:
-        for found in descendants(loop):
-            if type(found) is not cst.Call or type(found.func) is not cst.Attribute:
-                continue
-            func = found.func
-            if func.attr.value in _SCALER_METHODS and dotted(func.value) == scaler:
-                return True
-        return False
-
-    def _creates_optimizer(self, loop: cst.CSTNode) -> bool:
-        for found in descendants(loop):
-            if type(found) is not cst.Call:
-                continue
-            qualified = self.qualified_name(found.func) or ""
-            if qualified.startswith("torch.optim.") and qualified.rsplit(".", 1)[1][:1].isupper():
-                return True
-        return False
-
-    def _report(self, call: cst.Call, assign: cst.Assign, loop, parent, line) -> None:
-        fixable = (
-            line is not None and len(line.body) == 1 and line.body[0] is assign
-            and isinstance(parent, (cst.IndentedBlock, cst.Module))
-            and isinstance(loop.body, cst.IndentedBlock)
-            and any(s is line for s in loop.body.body)
-            and not (_used_names(call) & _bound_names(loop))
-        )
-        if not fixable:
+        found = self.model.site(node).alone(())
+        parent = self.model.path(loop, around.function.node)[-2]
+        if found is None or found[0] is not loop.body or not isinstance(
+                parent, (cst.IndentedBlock, cst.Module)) or _used_names(call) & _bound_names(loop):
             self.report(call)
             return
+        line = found[1]
         new_loop = loop.with_changes(body=without_statement(loop.body, line, keep_comments=False))
         block = parent.with_changes(body=[new_loop if s is loop else s for s in parent.body])
         # its own comments move with it; blank lines above it stay behind
         comments = [e for e in line.leading_lines if e.comment is not None]
         block = insert_before(block, new_loop, line.with_changes(leading_lines=comments))
         self.report(call, edits=[(parent, block)])
+
+    def _optimizer(self, call: cst.Call) -> bool:
+        """Whether `call` builds an optimizer: `torch.optim.<Class>(...)`."""
+        qualified = self.qualified_name(call.func) or ""
+        return qualified.startswith("torch.optim.") and qualified.rsplit(".", 1)[1][:1].isupper()

@@ -43,6 +43,19 @@ class Site:
             self._line = self.ctx.function.model._holders(self.ctx.function).get(id(self.node))
         return self._line
 
+    def alone(self, smalls: tuple = (cst.Expr,)) -> "tuple[cst.CSTNode, cst.CSTNode] | None":
+        """(block, line) when the node is all that its line holds (the line's one
+        small statement, or the value of one of `smalls`) and the line is in an
+        indented block or the module: a line a fix can move or edit whole."""
+        line = self.line
+        if type(line) is not cst.SimpleStatementLine or len(line.body) != 1 or not (
+                line.body[0] is self.node or isinstance(line.body[0], smalls)
+                and line.body[0].value is self.node):
+            return None
+        path = self.ctx.function.model.path(line, self.ctx.function.node)
+        block = path[-2] if len(path) > 1 else None
+        return (block, line) if isinstance(block, (cst.IndentedBlock, cst.Module)) else None
+
     def periodic_within(self, loop: "Loop") -> bool:
         """Guarded, inside `loop`, by an `if` whose test looks like a schedule or a
         process guard (`step % k == 0`, `rank == 0`), or in an `except` handler."""

@@ -85,6 +85,14 @@ class SemanticModel(Visitor):
         function = where if isinstance(where, Function) else where.function
         return self.names.qualified_name(node, function.scope)
 
+    def is_backward(self, site: Site) -> bool:
+        """A `BACKWARD` mark that is `x.backward(...)` or `torch.autograd.backward(...)`
+        (not `self.manual_backward(loss)`)."""
+        func = site.node.func if site.kind == BACKWARD else None
+        if type(func) is cst.Attribute:
+            return func.attr.value == "backward"
+        return func is not None and self.qualified_name(func, site.ctx) == "torch.autograd.backward"
+
     def is_mark(self, site: Site, kind: str) -> bool:
         """`BACKWARD` marks count as such; a `STEP` mark only when it steps an optimizer."""
         return site.kind == kind and (kind != STEP or self.stepped(site) is not None)
