@@ -2,29 +2,27 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import calls_in, evaluated, last_name, names_in, target_vars, var
+from ptlint.analysis.dataflow import (FACTORIES, bound, calls_in, evaluated, last_name, names_in,
+                                     target_vars, var)
 from ptlint.analysis.semantic import BACKWARD, STEP, Function
 from ptlint.analysis.training import MODULE
 from ptlint.fixers.expressions import call_method, wrapped_in_call
 from ptlint.model import Safety
 from ptlint.rule import Rule
 
-# `torch.<name>(...)` calls known to return a new tensor.
-_TORCH_TENSORS = frozenset({
-    "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn",
-    "randint", "randperm", "arange", "linspace", "logspace", "eye", "empty_strided",
-    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
-    "randint_like", "cat", "concat", "concatenate", "stack", "hstack", "vstack", "matmul", "mm",
-    "bmm", "einsum", "exp", "log", "sqrt", "abs", "sigmoid", "tanh", "relu", "softmax",
-    "log_softmax", "clone", "sum", "mean", "flatten", "reshape", "transpose", "permute",
-    "squeeze", "unsqueeze", "clamp", "clip", "add", "sub", "mul", "div", "pow", "outer",
-    "tril", "triu", "diag", "gather", "index_select", "masked_select", "roll", "flip",
-    "repeat_interleave", "cumsum", "cumprod", "normal", "bernoulli", "multinomial", "sign",
-    "floor", "ceil", "round", "maximum", "minimum", "cdist", "norm", "bucketize", "searchsorted",
-})
+# `torch.<name>(...)` calls known to return a new tensor: the factories, and ops.
+_TORCH_TENSORS = FACTORIES | {
+    "logspace", "empty_strided", "cat", "concat", "concatenate", "stack", "hstack", "vstack",
+    "matmul", "mm", "bmm", "einsum", "exp", "log", "sqrt", "abs", "sigmoid", "tanh", "relu",
+    "softmax", "log_softmax", "clone", "sum", "mean", "flatten", "reshape", "transpose", "permute",
+    "squeeze", "unsqueeze", "clamp", "clip", "add", "sub", "mul", "div", "pow", "outer", "tril",
+    "triu", "diag", "gather", "index_select", "masked_select", "roll", "flip", "repeat_interleave",
+    "cumsum", "cumprod", "bernoulli", "multinomial", "sign", "floor", "ceil", "round", "maximum",
+    "minimum", "cdist", "norm", "bucketize", "searchsorted"}
 _TENSOR_MODULES = ("torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.")
 _TENSOR_TYPES = frozenset({
     "torch.Tensor", "torch.FloatTensor", "torch.DoubleTensor", "torch.HalfTensor",
@@ -179,27 +177,21 @@ def _view(value: cst.BaseExpression, ints: set[str]) -> str | None:
     return value.value.value
 
 
+@dataclass(eq=False)
 class _Alias:
-    __slots__ = ("stmt", "new", "old", "versions", "tensor", "param", "mutated", "reported")
-
-    def __init__(self, stmt, new, old, versions, tensor, param) -> None:
-        self.stmt = stmt
-        self.new = new
-        self.old = old
-        self.versions = versions  # name -> binding version the alias is about
-        self.tensor = tensor  # known to be a tensor
-        self.param = param  # `old` is the function's parameter, not rebound
-        self.mutated: str | None = None  # the name changed in place first
-        self.reported = False
+    stmt: cst.Assign
+    new: str
+    old: str
+    versions: dict[str, int]  # name -> binding version the alias is about
+    tensor: bool  # known to be a tensor
+    param: bool  # `old` is the function's parameter, not rebound
+    mutated: str | None = None  # the name changed in place first
+    reported: bool = False
 
 
 class _Analysis:
     def __init__(self, rule: TensorAliasMutated, function: Function) -> None:
-        self.rule = rule
-        self.model = rule.model
-        self.function = function
-        self.resolve = function.resolve
-        self.node = function.node
+        self.rule, self.model, self.function = rule, rule.model, function
         self.version: dict[str, int] = {}
         self.tensors: set[str] = set()  # names currently bound to a known tensor
         self.params: set[str] = set()
@@ -207,54 +199,45 @@ class _Analysis:
         self.callers: set[str] = set()  # loop variables over what the caller passed
         self.ints: set[str] = set()  # loop counters: `for i in range(n)`
         self.aliases: list[_Alias] = []
-        if isinstance(self.node, cst.FunctionDef):
-            params = self.node.params
-            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-                name = param.name.value
-                self.params.add(name)
-                self.version[name] = 0
+        node = function.node
+        if isinstance(node, cst.FunctionDef):
+            for param in (*node.params.posonly_params, *node.params.params,
+                          *node.params.kwonly_params):
+                self.params.add(param.name.value)
+                self.version[param.name.value] = 0
                 if param.annotation is not None and self._is_tensor_type(param.annotation.annotation):
-                    self.tensors.add(name)
+                    self.tensors.add(param.name.value)
         # `def clamp_(x)`: a trailing underscore says the caller's tensor is meant to change
-        self.check_params = not (isinstance(self.node, cst.FunctionDef)
-                                 and self.node.name.value.endswith("_"))
+        self.check_params = not (isinstance(node, cst.FunctionDef) and node.name.value.endswith("_"))
 
     def run(self) -> None:
         function = self.function
         if not (function.writes or "state_dict" in function.every("calls")
                 or any(loop.training for loop in function.loops)):
             return
-        events = function.events
-        snapshots = aliases = shares = False
-        for kind, node, loops in events:
-            if kind == "small" and isinstance(node, cst.Assign):
-                target, value = node.targets[0].target, node.value
-                if len(node.targets) == 1 and isinstance(target, cst.Name):
-                    snapshots |= _snapshot(value) is not None or (
-                        isinstance(value, (cst.Name, cst.Attribute)) and self._trains(loops))
-                    aliases |= isinstance(value, (cst.Name, cst.Subscript))
-                shares |= isinstance(target, cst.Attribute) and target.attr.value == "data"
-        if snapshots:
-            self._state_dicts(events)
-        if not (shares or aliases and function.writes):
+        assigns = [(node, node.targets[0].target, loops) for kind, node, loops in function.events
+                   if kind == "small" and isinstance(node, cst.Assign)]
+        if any(len(n.targets) == 1 and isinstance(target, cst.Name) and (
+                _snapshot(n.value) is not None or isinstance(n.value, (cst.Name, cst.Attribute))
+                and self._trains(loops)) for n, target, loops in assigns):
+            self._state_dicts(function.events)
+        aliases = any(len(n.targets) == 1 and isinstance(target, cst.Name)
+                      and isinstance(n.value, (cst.Name, cst.Subscript)) for n, target, _ in assigns)
+        if not (any(isinstance(target, cst.Attribute) and target.attr.value == "data"
+                    for _, target, _ in assigns) or aliases and function.writes):
             return
-        for kind, node, _ in events:
+        for kind, node, _ in function.events:
             if kind == "small":
                 self._small(node)
-            elif kind in ("expr", "for", "with"):
+                continue
+            if kind in ("expr", "for", "with"):
                 parts = evaluated(kind, node)
                 self._reads(names_in(parts))
                 self._mutations(parts)
-                if kind == "for":
-                    self._for(node)
-                elif kind == "with":
-                    for item in node.items:
-                        if item.asname is not None:
-                            self._bind_target(item.asname.name, None)
-            elif kind == "handler" and node.name is not None:
-                self._bind_target(node.name.name, None)
-            elif kind == "def":
-                self._bind(node.name.value, False)
+            if kind == "for":
+                self._for(node)
+            for target in bound(kind, node) if kind != "for" else ():
+                self._bind_target(target, None)
 
     def _for(self, node: cst.For) -> None:
         self._bind_target(node.target, None)
@@ -262,8 +245,7 @@ class _Analysis:
         names = [n for n in target_vars(node.target) if "." not in n]
         if "param" in cst.Module([]).code_for_node(node.iter).lower():
             # `for p in model.parameters()`: changing `p` is the point
-            for name in names:
-                self.live[name] = self.version.get(name)
+            self.live.update((name, self.version.get(name)) for name in names)
         if iterated & (self.params - {"self", "cls"}) or iterated & self.callers:
             self.callers.update(names)  # `for p, w in zip(model.parameters(), weights)`
         if isinstance(node.iter, cst.Call) and last_name(node.iter.func) in ("range", "enumerate"):
@@ -271,42 +253,35 @@ class _Analysis:
 
     def _is_tensor_type(self, annotation: cst.BaseExpression) -> bool:
         return isinstance(annotation, (cst.Name, cst.Attribute)) and (
-            self.resolve(annotation) in _TENSOR_TYPES)
+            self.function.resolve(annotation) in _TENSOR_TYPES)
 
-    def _torch(self, call: cst.Call) -> str | None:
-        if not isinstance(call.func, (cst.Name, cst.Attribute)):
-            return None
-        qualified = self.resolve(call.func)
-        return qualified if qualified is not None and qualified.startswith("torch.") else None
+    def _torch(self, call: cst.Call) -> str:
+        """`torch.<...>` for a call of a torch function, else ""."""
+        qualified = self.function.resolve(call.func) if isinstance(
+            call.func, (cst.Name, cst.Attribute)) else None
+        return qualified if qualified is not None and qualified.startswith("torch.") else ""
 
     def makes_tensor(self, value: cst.BaseExpression) -> bool:
         """Whether `value` is known to evaluate to a tensor."""
         if isinstance(value, cst.Call):
             qualified = self._torch(value)
-            if qualified is not None:
+            if qualified:
                 module, _, name = qualified.rpartition(".")
-                return (module == "torch" and name in _TORCH_TENSORS) or (
-                    qualified.startswith(_TENSOR_MODULES))
-            func = value.func
-            return isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS
+                return module == "torch" and name in _TORCH_TENSORS or qualified.startswith(
+                    _TENSOR_MODULES)
+            return isinstance(value.func, cst.Attribute) and value.func.attr.value in _TENSOR_METHODS
         if isinstance(value, cst.BinaryOperation):
             return self.makes_tensor(value.left) or self.makes_tensor(value.right)
-        if isinstance(value, cst.Name):
-            return value.value in self.tensors
-        return False
+        return isinstance(value, cst.Name) and value.value in self.tensors
 
     def mutations(self, call: cst.Call) -> list[str]:
         """The names `call` changes in place: `x.add_(...)`, `x.data.zero_()`,
         `torch.op(..., out=x)`, `torch.nn.init.normal_(x)`."""
-        found = []
-        func = call.func
-        qualified = self._torch(call)
-        if qualified is not None:
-            for arg in call.args:
-                if arg.keyword is not None and arg.keyword.value == "out" and isinstance(
-                        arg.value, cst.Name):
-                    found.append(arg.value.value)
+        func, qualified = call.func, self._torch(call)
+        if qualified:
             module, _, name = qualified.rpartition(".")
+            found = [arg.value.value for arg in call.args if arg.keyword is not None
+                     and arg.keyword.value == "out" and isinstance(arg.value, cst.Name)]
             if (module in _IN_PLACE_MODULES and _in_place(name) and call.args
                     and isinstance(call.args[0].value, cst.Name)):
                 found.append(call.args[0].value.value)
@@ -316,8 +291,8 @@ class _Analysis:
             if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
                 receiver = receiver.value
             if isinstance(receiver, cst.Name):
-                found.append(receiver.value)
-        return found
+                return [receiver.value]
+        return []
 
     # -- the alias form -----------------------------------------------------
     def _small(self, small: cst.BaseSmallStatement) -> None:
@@ -330,20 +305,8 @@ class _Analysis:
                     self._mutated(_base_name(target), evidence=False)
             for target in targets:
                 self._bind_target(target, small.value)
-            if len(targets) != 1:
-                return
-            target, value = targets[0], small.value
-            if isinstance(target, cst.Name):
-                old = value.value if isinstance(value, cst.Name) else _view(value, self.ints)
-                if old is not None and target.value != old:
-                    self._alias(small, target.value, old)
-            elif self._shares(target, value):
-                base = var(value.value)
-                self.rule.report(small, message=(
-                    f"`{_code(small.targets[0].target)} = {_code(value)}` makes the two share "
-                    f"storage with the caller's tensor `{base}`: changing either in place "
-                    f"changes the other; copy it with `{_code(value)}.clone()`"),
-                    edits=[(value, call_method(value, "clone"))])
+            if len(targets) == 1:
+                self._assigned(small, targets[0], small.value)
         elif isinstance(small, cst.AugAssign):
             self._reads(names_in(small.value) | _target_reads([small.target]))
             self._mutations(small.value)
@@ -362,15 +325,36 @@ class _Analysis:
         elif isinstance(small, cst.Del):
             for name in names_in(small.target):
                 self._bind(name, False)
-        elif isinstance(small, cst.Return) or (
-                isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield)):
-            names = names_in(small.value)
+        else:
+            returned = isinstance(small, cst.Return) or (
+                isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield))
+            names = names_in(small.value if returned else small)
             self._reads(names)
             self._mutations(small)
-            self._returned(names)
-        else:
-            self._reads(names_in(small))
-            self._mutations(small)
+            if returned and self.check_params:
+                self._returned(names)
+
+    def _assigned(self, small: cst.Assign, target: cst.BaseExpression,
+                  value: cst.BaseExpression) -> None:
+        """`b = a`, `b = a[i]`: a new alias; `p.data = w.data`: shared storage."""
+        if isinstance(target, cst.Name):
+            old = value.value if isinstance(value, cst.Name) else _view(value, self.ints)
+            if old is not None and target.value != old and old in self.version and not (
+                    old in self.live and self.live[old] == self.version.get(old)):
+                # bound in this scope (not a global, builtin or import), and not
+                # an alias of a parameter being updated in place
+                versions = {target.value: self.version.get(target.value, 0),
+                            old: self.version.get(old, 0)}
+                self.aliases.append(_Alias(
+                    small, target.value, old, versions, tensor=old in self.tensors,
+                    param=old in self.params and self.version.get(old) == 0))
+        elif self._shares(target, value):
+            code = cst.Module([]).code_for_node
+            self.rule.report(small, message=(
+                f"`{code(target)} = {code(value)}` makes the two share storage with the "
+                f"caller's tensor `{var(value.value)}`: changing either in place changes the "
+                f"other; copy it with `{code(value)}.clone()`"),
+                edits=[(value, call_method(value, "clone"))])
 
     def _shares(self, target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
         """`p.data = w.data` with `w` the caller's (a parameter, or from one in a loop)."""
@@ -388,38 +372,33 @@ class _Analysis:
                 self._mutated(name, evidence=True)
 
     def _mutated(self, name: str | None, evidence: bool) -> None:
-        if name is None:
-            return
-        if evidence:
+        if name is not None and evidence:
             self.tensors.add(name)
         for alias in self.aliases:
-            if (alias.mutated is None and name in alias.versions
-                    and self.version.get(name) == alias.versions[name]):
-                if evidence or alias.tensor:
-                    alias.tensor = True
-                    alias.mutated = name
+            if (name is not None and alias.mutated is None and name in alias.versions
+                    and self._current(alias, name) and (evidence or alias.tensor)):
+                alias.tensor, alias.mutated = True, name
+
+    def _current(self, alias: _Alias, name: str) -> bool:
+        return self.version.get(name) == alias.versions[name]
 
     def _reads(self, names: set[str]) -> None:
         for alias in self.aliases:
-            if alias.mutated is None or alias.reported:
-                continue
-            other = alias.old if alias.mutated == alias.new else alias.new
-            if other in names and self.version.get(other) == alias.versions[other]:
-                self._report(alias, other)
+            if alias.mutated is not None and not alias.reported:
+                other = alias.old if alias.mutated == alias.new else alias.new
+                if other in names and self._current(alias, other):
+                    self._report(alias, other)
 
     def _returned(self, names: set[str]) -> None:
-        if not self.check_params:
-            return
         for alias in self.aliases:
             if (alias.param and alias.mutated == alias.new and not alias.reported
-                    and alias.new in names
-                    and self.version.get(alias.new) == alias.versions[alias.new]):
+                    and alias.new in names and self._current(alias, alias.new)):
                 self._report(alias, None)
 
     def _report(self, alias: _Alias, read: str | None) -> None:
         alias.reported = True
         new, value = alias.new, alias.stmt.value
-        old = _code(value)
+        old = cst.Module([]).code_for_node(value)
         does = "does not copy" if isinstance(value, cst.Name) else "is a view, not a copy"
         if read is None:
             message = (f"`{new} = {old}` {does}: changing `{new}` in place also changes "
@@ -429,39 +408,26 @@ class _Analysis:
                        f"and `{read}` still sees the change; copy it with `{old}.clone()`")
         self.rule.report(alias.stmt, message=message, edits=[(value, call_method(value, "clone"))])
 
-    def _alias(self, stmt: cst.Assign, new: str, old: str) -> None:
-        if old not in self.version:
-            return  # not bound in this scope: a global, a builtin, an import
-        if old in self.live and self.live[old] == self.version.get(old):
-            return  # an alias of a parameter being updated in place
-        versions = {new: self.version.get(new, 0), old: self.version.get(old, 0)}
-        self.aliases.append(_Alias(
-            stmt, new, old, versions, tensor=old in self.tensors,
-            param=old in self.params and self.version.get(old) == 0))
-
     # -- bindings -----------------------------------------------------------
     def _bind_target(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
         if isinstance(target, cst.Name):
-            tensor = value is not None and self.makes_tensor(value)
+            view = _view(value, self.ints) if value is not None else None
             if isinstance(value, cst.Name):
                 tensor = value.value in self.tensors
-            elif value is not None and _view(value, self.ints) is not None:
-                tensor = _view(value, self.ints) in self.tensors
+            elif view is not None:
+                tensor = view in self.tensors
+            else:
+                tensor = value is not None and self.makes_tensor(value)
             self._bind(target.value, tensor)
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif isinstance(target, (cst.Tuple, cst.List, cst.StarredElement)):
             for name in target_vars(target):
                 if "." not in name:
                     self._bind(name, False)
-        elif isinstance(target, cst.StarredElement):
-            self._bind_target(target.value, None)
 
     def _bind(self, name: str, tensor: bool) -> None:
         self.version[name] = self.version.get(name, 0) + 1
         self.callers.discard(name)
-        if tensor:
-            self.tensors.add(name)
-        else:
-            self.tensors.discard(name)
+        (self.tensors.add if tensor else self.tensors.discard)(name)
 
     # -- snapshots: a state dict or a module kept under a second name --------------
     def _state_dicts(self, events) -> None:
@@ -472,26 +438,22 @@ class _Analysis:
         modules: set[str] | None = None
         trainers = self.model.helpers(BACKWARD) | self.model.helpers(STEP)
         for index, (kind, node, loops) in enumerate(events):
-            if kind == "small" and isinstance(node, cst.Assign):
-                for target in node.targets:
-                    for name in target_vars(target.target):
-                        bindings.setdefault(name, []).append(index)
-                target = node.targets[0].target if len(node.targets) == 1 else None
-                call = _snapshot(node.value)
-                if call is not None and isinstance(target, cst.Name):
-                    snapshots.append((index, target.value, call, node, loops))
-                elif isinstance(target, cst.Name) and isinstance(node.value, (cst.Name, cst.Attribute)):
-                    modules = self._modules(events) if modules is None else modules
-                    if var(node.value) in modules and self._trains(loops):
-                        snapshots.append((index, target.value, None, node, loops))
-            elif kind == "for":
-                for name in target_vars(node.target):
-                    bindings.setdefault(name, []).append(index)
-            if kind not in ("small", "expr"):
-                continue
-            if any(_is_training(call, trainers) for call in calls_in(node)):
-                training.append((index, loops))
-            uses.append((index, self._uses(node), names_in(node), loops))
+            targets = [t.target for t in node.targets] if kind == "small" and isinstance(
+                node, cst.Assign) else [node.target] if kind == "for" else []
+            for name in (name for target in targets for name in target_vars(target)):
+                bindings.setdefault(name, []).append(index)
+            target = targets[0] if kind == "small" and len(targets) == 1 else None
+            call = _snapshot(node.value) if isinstance(target, cst.Name) else None
+            if call is not None:
+                snapshots.append((index, target.value, call, node, loops))
+            elif isinstance(target, cst.Name) and isinstance(node.value, (cst.Name, cst.Attribute)):
+                modules = self._modules(events) if modules is None else modules
+                if var(node.value) in modules and self._trains(loops):
+                    snapshots.append((index, target.value, None, node, loops))
+            if kind in ("small", "expr"):
+                if any(_is_training(call, trainers) for call in calls_in(node)):
+                    training.append((index, loops))
+                uses.append((index, self._uses(node), names_in(node), loops))
         for index, name, call, stmt, loops in snapshots:
             rebound = [i for i in bindings.get(name, ()) if i > index]
             for use, used, read, use_loops in uses:
@@ -519,36 +481,28 @@ class _Analysis:
         """Names that hold a module: built as one, or given `.parameters()`, `.train()` ..."""
         found = {key for key in self.model.keys_holding(MODULE)
                  if self.model.holds(key, self.function) == MODULE}
-        for kind, node, _ in events:
-            if kind in ("small", "expr", "for", "with"):
-                for call in calls_in(evaluated(kind, node)):
-                    if isinstance(call.func, cst.Attribute) and call.func.attr.value in _MODULE_METHODS:
-                        found.add(var(call.func.value) or "")
-        return found
+        return found | {var(call.func.value) or "" for kind, node, _ in events
+                        if kind in ("small", "expr", "for", "with")
+                        for call in calls_in(evaluated(kind, node))
+                        if isinstance(call.func, cst.Attribute)
+                        and call.func.attr.value in _MODULE_METHODS}
 
     def _uses(self, node: cst.CSTNode) -> set[str]:
         """Names whose state dict `node` loads, saves or returns."""
-        used: set[str] = set()
         if isinstance(node, cst.Return):
             return names_in(node.value)
-        for call in calls_in(node):
-            func = call.func
-            first = call.args[0].value if call.args and call.args[0].keyword is None else None
-            if first is None:
-                continue
-            if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict":
-                used |= names_in(first)
-            elif self._torch(call) == "torch.save":
-                used |= names_in(first)
-        return used
+        return {name for call in calls_in(node) if call.args and call.args[0].keyword is None and (
+                    isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict"
+                    or self._torch(call) == "torch.save") for name in names_in(call.args[0].value)}
 
     def _report_snapshot(self, stmt: cst.Assign, name: str, copied: cst.BaseExpression) -> None:
+        code = cst.Module([]).code_for_node(copied)
         if isinstance(copied, cst.Call):
             message = (f"`{name}` holds references to the live parameters, not a copy: it "
                        "changes as training goes on; snapshot it with `copy.deepcopy(...)`")
         else:
-            message = (f"`{name} = {_code(copied)}` does not copy the module: its weights "
-                       f"change as training goes on; snapshot it with `copy.deepcopy({_code(copied)})`")
+            message = (f"`{name} = {code}` does not copy the module: its weights change as "
+                       f"training goes on; snapshot it with `copy.deepcopy({code})`")
         if self.model.names.lookup("copy", self.function.scope) in (None, "copy"):
             self.rule.report(stmt, message=message,
                              edits=[(stmt.value, wrapped_in_call(copied, "copy.deepcopy"))],
@@ -564,19 +518,13 @@ def _is_training(call: cst.Call, trainers: set[str]) -> bool:
         return bool(_TRAINING.match(func.value)) or func.value in trainers
     if not isinstance(func, cst.Attribute):
         return False
-    name = func.attr.value
+    name, receiver = func.attr.value, var(func.value)
     if name == "step":
-        receiver = var(func.value)
         return receiver is not None and bool(_OPTIMIZER.search(receiver))
     if name == "train":  # `model.train()` only switches mode; `trainer.train()` trains
-        receiver = var(func.value)
         return receiver is not None and "trainer" in receiver.lower()
     return bool(_TRAINING.match(name)) or (
         name in trainers and last_name(func.value) in ("self", "cls"))
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _base_name(target: cst.BaseExpression) -> str | None:
