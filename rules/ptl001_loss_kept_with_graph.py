@@ -337,7 +337,7 @@ class _Analysis:
         """`_LOSS` when `expr` is (derived from) the result of a loss function,
         `_OUTPUT` when from a call of a module of the file in training code."""
         for leaf in _leaves(expr):
-            if isinstance(leaf, cst.Call) and self.model.is_loss_call(leaf, self.function):
+            if isinstance(leaf, cst.Call) and self.model.bindings.is_loss_call(leaf, self.function):
                 return _LOSS
             if isinstance(leaf, cst.Call) and self.trains and isinstance(
                     leaf.func, (cst.Name, cst.Attribute)) and self.model.holds(

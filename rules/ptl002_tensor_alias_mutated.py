@@ -479,7 +479,7 @@ class _Analysis:
 
     def _modules(self, events) -> set[str]:
         """Names that hold a module: built as one, or given `.parameters()`, `.train()` ..."""
-        found = {key for key in self.model.keys_holding(MODULE)
+        found = {key for key in self.model.bindings.ever.get(MODULE, ())
                  if self.model.holds(key, self.function) == MODULE}
         return found | {var(call.func.value) or "" for kind, node, _ in events
                         if kind in ("small", "expr", "for", "with")

@@ -144,7 +144,7 @@ class ZeroGradBeforeStep(Rule):
         target, stepped = var(zero.func.value), var(optimizer)
         if target is None or stepped is None:
             return False
-        return target == stepped or self.model.optimized_by(stepped) == target
+        return target == stepped or self.model.bindings.models.get(stepped) == target
 
     # -- report and fix ----------------------------------------------------
     def _report(self, zero: Site, step: Site, events: dict) -> None:

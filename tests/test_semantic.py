@@ -105,7 +105,7 @@ def test_optimizer_steps_by_construction_and_name():
     assert steps["sched.step()"] is None and steps["env.step(action)"] is None
     assert steps["o.step()"][0].value == "o"
     assert steps["scaler.step(opt_g)"][0].value == "opt_g"
-    assert model.optimized_by("o") == "net"
+    assert model.bindings.models["o"] == "net"
 
 
 def _contexts(source: str) -> tuple[SemanticModel, dict, dict]:

@@ -111,9 +111,14 @@ def evaluated(kind: str, node: cst.CSTNode) -> cst.CSTNode:
 
 def var(node: cst.BaseExpression | None) -> str | None:
     """The variable a target or receiver names: `x`, `self.x`, and `h` for `h["k"]`."""
+    return None if node is None else dotted(var_base(node))
+
+
+def var_base(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`h` for `h["k"]` and `h[0][1]`; any other node itself."""
     while type(node) is cst.Subscript:
         node = node.value
-    return None if node is None else dotted(node)
+    return node
 
 
 def target_vars(node: cst.BaseExpression,
@@ -211,12 +216,6 @@ def target_keys(target: cst.BaseExpression) -> set[str]:
     return set(target_vars(target, lambda n: key_of(var_base(n))))
 
 
-def var_base(node: cst.BaseExpression) -> cst.BaseExpression:
-    while type(node) is cst.Subscript:
-        node = node.value
-    return node
-
-
 # calls whose result no longer carries the tensor (a Python value, or metadata)
 SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
 _META_METHODS = frozenset({"size", "dim", "numel", "nelement", "element_size", "ndimension",
@@ -247,45 +246,38 @@ def last_name(node: cst.BaseExpression) -> str:
     return node.value if type(node) is cst.Name else ""
 
 
-def _is_import(qualified: str | None) -> bool:
-    return qualified is not None and not qualified.startswith("builtins.")
-
-
-class _Reads:
-    """Keys of the values an expression reads, skipping callees and, when
+def _reads(node: cst.CSTNode | None, resolve: Resolve | None,
+           stop: bool) -> tuple[set[str], set[str]]:
+    """The keys of the values an expression reads, skipping callees and, when
     `stop` is set, whatever ends up as a host value (`.item()`, `float(...)`,
-    `.shape`); `bare` are the names read as themselves, not as `name.attr`."""
+    `.shape`); and the names among them read as themselves, not as `name.attr`."""
+    keys: set[str] = set()
+    bare: set[str] = set()
 
-    def __init__(self, resolve: Resolve | None, stop: bool) -> None:
-        self.keys: set[str] = set()
-        self.bare: set[str] = set()
-        self.resolve = resolve
-        self.stop = stop
-
-    def read(self, node: cst.CSTNode) -> None:
+    def read(node: cst.CSTNode) -> None:
         kind = type(node)
         if kind is cst.Name:
             if node.value not in ("True", "False", "None"):
-                self.keys.add(node.value)
-                self.bare.add(node.value)
+                keys.add(node.value)
+                bare.add(node.value)
         elif kind is cst.Attribute:
-            if self.stop and node.attr.value in _META_ATTRS:
+            if stop and node.attr.value in _META_ATTRS:
                 return
             key = key_of(node)
             if key is not None:
-                self.keys.add(key)
+                keys.add(key)
             else:
-                self.read(node.value)
-                self.read(node.attr)
+                read(node.value)
+                read(node.attr)
         elif kind is cst.Call:
-            self._call(node)
+            call(node)
         elif kind is not cst.Lambda:
             for child in walk_children(node):
-                self.read(child)
+                read(child)
 
-    def _call(self, node: cst.Call) -> None:
-        func, resolve = node.func, self.resolve
-        if self.stop:
+    def call(node: cst.Call) -> None:
+        func = node.func
+        if stop:
             if type(func) is cst.Attribute and func.attr.value in SYNC_METHODS | _META_METHODS:
                 return
             if resolve is not None and resolve(func) in PY_CONVERSIONS:
@@ -296,21 +288,23 @@ class _Reads:
         if type(func) is cst.Attribute:
             # the receiver is read (not the method name), unless it is a module: `torch.sum`
             receiver = func.value
-            if not (resolve is not None and type(receiver) in (cst.Name, cst.Attribute)
-                    and _is_import(resolve(receiver))):
-                self.read(receiver)
+            qualified = resolve(receiver) if resolve is not None and type(receiver) in (
+                cst.Name, cst.Attribute) else None
+            if qualified is None or qualified.startswith("builtins."):
+                read(receiver)
         elif type(func) is not cst.Name:
-            self.read(func)
+            read(func)
         for arg in node.args:
-            self.read(arg.value)
+            read(arg.value)
+
+    if node is not None:
+        read(node)
+    return keys, bare
 
 
 def value_keys(node: cst.CSTNode | None, resolve: Resolve | None = None, *,
                stop_at_host: bool = False) -> set[str]:
-    reads = _Reads(resolve, stop_at_host)
-    if node is not None:
-        reads.read(node)
-    return reads.keys
+    return _reads(node, resolve, stop_at_host)[0]
 
 
 @dataclass(eq=False)
@@ -359,11 +353,11 @@ def _assign(found: list, targets: list, value: cst.BaseExpression, resolve: Reso
     lhs: set[str] = set()
     for target in targets:
         lhs |= target_keys(target)
-    reads = _Reads(resolve, True)
-    reads.read(value)
+    keys, bare = _reads(value, resolve, True)
     arithmetic, receivers = _arithmetic(value, resolve)
-    found.append(Assignment(lhs, reads.keys, is_host_value(value, resolve), is_data_move(value),
-                            is_fresh(value), reads.bare, arithmetic, receivers, at))
+    source = input_kind(value)
+    found.append(Assignment(lhs, keys, is_host_value(value, resolve), source is not None,
+                            source == "fresh", bare, arithmetic, receivers, at))
 
 
 def _arithmetic(value: cst.BaseExpression, resolve: Resolve) -> tuple[bool, set[str]]:
@@ -396,47 +390,31 @@ def is_host_value(value: cst.BaseExpression, resolve: Resolve) -> bool:
     return False
 
 
-def is_fresh(value: cst.BaseExpression) -> bool:
-    """A factory's new tensor, possibly initialised: `torch.randn(n)`, `Tensor(n).fill_(1)`."""
-    while type(value) is cst.Call:
-        name = last_name(value.func)
-        if name == "Variable" and value.args:
-            value = value.args[0].value
-        elif name in FACTORIES or name.endswith("Tensor"):
-            return True
-        elif type(value.func) is cst.Attribute and name in _MOVE_METHODS:
-            value = value.func.value
-        else:
-            return False
-    return False
-
-
-def is_data_move(value: cst.BaseExpression) -> bool:
-    """An input, not a computation: a name moved, cast, reshaped or indexed
-    (`x.to(device)`, `batch[0].cuda().float()`, `Variable(x)`), or a fresh
-    tensor from a factory (`torch.randn(...)`, `LongTensor(labels)`)."""
+def input_kind(value: cst.BaseExpression) -> str | None:
+    """What kind of input `value` is, not a computation: "fresh" for a
+    factory's new tensor, possibly initialised (`torch.randn(n)`,
+    `LongTensor(labels)`, `Tensor(n).fill_(1)`); "move" for a name moved,
+    cast, reshaped or indexed (`x.to(device)`, `batch[0].cuda().float()`,
+    `Variable(x)`), a factory's tensor indexed, or a tuple of inputs."""
     if isinstance(value, (cst.Tuple, cst.List)):
-        return all(is_data_move(el.value) for el in value.elements)
+        return "move" if all(input_kind(el.value) for el in value.elements) else None
+    fresh = True
     while True:
         kind = type(value)
         if kind is cst.Call:
-            func = value.func
-            name = last_name(func)
-            if type(func) is cst.Attribute and name in _MOVE_METHODS:
-                value = func.value
-                continue
-            if name in FACTORIES or name.endswith("Tensor"):
-                if name == "Variable" and value.args:
-                    value = value.args[0].value
-                    continue
-                return True
-            return False
-        if kind is cst.Subscript:
-            value = value.value
-        elif kind is cst.Attribute and value.attr.value == "data":
-            value = value.value
+            name = last_name(value.func)
+            if name == "Variable" and value.args:
+                value = value.args[0].value
+            elif name in FACTORIES or name.endswith("Tensor"):
+                return "fresh" if fresh else "move"
+            elif type(value.func) is cst.Attribute and name in _MOVE_METHODS:
+                value = value.func.value
+            else:
+                return None
+        elif kind is cst.Subscript or (kind is cst.Attribute and value.attr.value == "data"):
+            value, fresh = value.value, False
         else:
-            return kind is cst.Name or kind is cst.Attribute
+            return "move" if kind is cst.Name or kind is cst.Attribute else None
 
 
 def loss_keys(call: cst.Call) -> set[str]:

@@ -33,6 +33,7 @@ rebound after the node asked about resolves to its last binding there.
 from __future__ import annotations
 
 import time
+from functools import cached_property
 from types import MethodType
 from typing import Callable
 
@@ -43,7 +44,7 @@ from ptlint.analysis.bindings import Bindings
 from ptlint.analysis.contexts import (  # noqa: F401 - the model's vocabulary, for rules
     BACKPROP, BACKWARD, CLASS, COMPREHENSION, ENGINE, FUNCTION, GRAD, LAMBDA, LOOP, MODULE, STEP,
     WITH, ZERO, Ctx, Function, Loop, Site)
-from ptlint.analysis.dataflow import body_of, last_name, var
+from ptlint.analysis.dataflow import body_of, closure, last_name, var
 from ptlint.analysis.names import NameResolver
 from ptlint.analysis.statements import holders, path, scan
 from ptlint.analysis.walk import Visitor
@@ -129,7 +130,7 @@ class SemanticModel(Visitor):
             return t.is_scheduler_name(node) or (held == kind and not t.is_optimizer_name(node))
         if kind == t.SCALER:
             return held == kind or t.is_scaler_name(node)
-        if held == kind or key in self.keys_holding(kind):
+        if held == kind or key in self.bindings.ever.get(kind, ()):
             return True
         return held not in (t.SCALER, t.SCHEDULER) and not t.is_scaler_name(node) and (
             not self.kind_is(node, fn, t.SCHEDULER) and t.is_optimizer_name(node))
@@ -141,27 +142,18 @@ class SemanticModel(Visitor):
         Helpers are called as `f(...)` or `self.f(...)`; for clearing, any
         call of a method of that name counts (`agent.reset_gradients()`)."""
         key = ("helpers", kind, per_call)
-        if key in self._cache:
-            return self._cache[key]
-        named = [f for f in self.functions if type(f.node) is cst.FunctionDef]
+        if key not in self._cache:
+            named = [f for f in self.functions if type(f.node) is cst.FunctionDef]
 
-        def does(site: Site) -> bool:
-            if kind == ZERO:
-                return site.kind in (ZERO, GRAD) and t.clears_gradients(site.node)
-            return self.is_mark(site, kind)
+            def does(site: Site) -> bool:
+                if kind == ZERO:
+                    return site.kind in (ZERO, GRAD) and t.clears_gradients(site.node)
+                return self.is_mark(site, kind)
 
-        found = {f.name for f in named if any(map(does, f.sites if per_call else f.all_sites()))}
-        calls = {f: f.helper_calls if per_call else f.every(
-            "calls" if kind == ZERO else "helper_calls") for f in named}
-        changed = True
-        while changed:  # helpers that call helpers
-            changed = False
-            for f in named:
-                if f.name not in found and calls[f] & found:
-                    found.add(f.name)
-                    changed = True
-        self._cache[key] = found
-        return found
+            found = {f.name for f in named if any(map(does, f.sites if per_call else f.all_sites()))}
+            self._cache[key] = closure(found, [(f.helper_calls if per_call else f.every(
+                "calls" if kind == ZERO else "helper_calls"), {f.name}) for f in named])
+        return self._cache[key]
 
     def engine_steps(self) -> list[Function]:
         """Functions handed to a training engine that runs them once per
@@ -198,27 +190,15 @@ class SemanticModel(Visitor):
         return []
 
     # -- what names hold (`bindings`) ------------------------------------------------------
-    @property
+    @cached_property
     def bindings(self) -> Bindings:
-        if "bindings" not in self._cache:
-            self._cache["bindings"] = Bindings(self.functions)
-        return self._cache["bindings"]
+        """What the names of the file hold (`Bindings`: `holds`, `ever`, `models` ...)."""
+        return Bindings(self.functions)
 
     def holds(self, key: str | None, fn: Function) -> str | None:
         """What `key` (`x`, `self.x`) holds in `fn` where every binding agrees: a
         kind of `training` (`OPTIMIZER`, `MODULE`, `INSTANCE` ...), or None."""
         return self.bindings.holds(key, fn)
-
-    def keys_holding(self, kind: str) -> set[str]:
-        """Every name or attribute chain bound to `kind` somewhere in the file."""
-        return self.bindings.ever.get(kind, set())
-
-    def optimized_by(self, optimizer: str | None) -> str | None:
-        """The model `m` of `optimizer = Opt(m.parameters(), ...)`."""
-        return self.bindings.models.get(optimizer)
-
-    def is_loss_call(self, call: cst.Call, fn: Function) -> bool:
-        return self.bindings.is_loss_call(call, fn)
 
     # -- grad modes and autocast ------------------------------------------------------
     def _own(self, ctx: Ctx, what: str) -> object:
