@@ -58,9 +58,10 @@ class HostSyncInTrainingLoop(Rule):
     `if args.verbose:`), under a process guard (`if rank == 0:`,
     `if is_main_process():`) and in `except` handlers are not flagged, nor
     are values that do not come from the loss or the outputs (the batch
-    itself, hyper-parameters; a name read before the loop body reassigns it,
-    like the batch read on the host before it is moved to the device). A call of a helper defined in the same file
-    that runs the backward pass or the step counts as one. Files that never
+    itself, hyper-parameters). A name holds what the loop body assigned to
+    it before the read: the batch read on the host before the body moves it
+    to the device is not an output. A call of a helper defined in the same
+    file that runs the backward pass or the step counts as one. Files that never
     mention `cuda`, a `device` or an accelerator, and trainer classes that
     do not (when the file's top-level code does not either), are skipped:
     on the CPU these calls are cheap.

@@ -5,6 +5,7 @@ are asked of the model through `Function.model`.
 """
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
@@ -129,7 +130,6 @@ class _Body:
         self.sites: list[Site] = []  # marks directly here, in order
         self.calls: set[str] = set()  # last names of every callee called directly here
         self.helper_calls: set[str] = set()  # `f(...)`, `self.f(...)`: maybe defined here
-        self._events: list[Event] | None = None
 
 
 class Loop(_Body):
@@ -147,11 +147,10 @@ class Loop(_Body):
         for child in self.children:
             yield from child.walk()
 
-    @property
+    @cached_property
     def events(self) -> list[Event]:
-        if self._events is None:
-            self._events = list(statements((self.node,)))
-        return self._events
+        """The loop's statements in order, its header first (see `dataflow.statements`)."""
+        return list(statements((self.node,)))
 
     def does(self, kind: str, direct: bool = False) -> bool:
         """Whether the loop backpropagates (`BACKWARD`) or steps an optimizer
@@ -179,9 +178,9 @@ class Loop(_Body):
         loop around it does both: the loop whose iterations are training steps."""
         if not (self.does(BACKWARD, direct=True) or self.does(STEP, direct=True)):
             return False
-        chain, loop = [self], self.parent
-        while loop is not None:
-            chain, loop = [*chain, loop], loop.parent
+        chain = [self]
+        while chain[-1].parent is not None:
+            chain.append(chain[-1].parent)
         return any(c.does(BACKWARD) for c in chain) and any(c.does(STEP) for c in chain)
 
 
@@ -199,13 +198,10 @@ class Function(_Body):
         self.writes = False
         self.name = node.name.value if type(node) in (cst.FunctionDef, cst.ClassDef) else None
 
-    @property
+    @cached_property
     def events(self) -> list[Event]:
         """The body's statements in order (see `dataflow.statements`)."""
-        if self._events is None:
-            self._events = [] if type(self.node) is cst.Lambda else list(
-                statements(body_of(self.node)))
-        return self._events
+        return [] if type(self.node) is cst.Lambda else list(statements(body_of(self.node)))
 
     def all_sites(self) -> list[Site]:
         """The marks of the function, in its loops too, in order."""

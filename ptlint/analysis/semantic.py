@@ -127,13 +127,13 @@ class SemanticModel(Visitor):
             return False
         key, held = var(node), self.holds(var(node), fn)
         if kind == t.SCHEDULER:
-            return t.is_scheduler_name(node) or (held == kind and not t.is_optimizer_name(node))
+            return t.named_like(node, kind) or (held == kind and not t.named_like(node, t.OPTIMIZER))
         if kind == t.SCALER:
-            return held == kind or t.is_scaler_name(node)
+            return held == kind or t.named_like(node, kind)
         if held == kind or key in self.bindings.ever.get(kind, ()):
             return True
-        return held not in (t.SCALER, t.SCHEDULER) and not t.is_scaler_name(node) and (
-            not self.kind_is(node, fn, t.SCHEDULER) and t.is_optimizer_name(node))
+        return held not in (t.SCALER, t.SCHEDULER) and not t.named_like(node, t.SCALER) and (
+            not self.kind_is(node, fn, t.SCHEDULER) and t.named_like(node, t.OPTIMIZER))
 
     def helpers(self, kind: str, per_call: bool = False) -> set[str]:
         """Names of the functions of the file that backpropagate (`BACKWARD`),

@@ -27,7 +27,8 @@ OFF, ON, MAYBE = "off", "on", "maybe"
 
 _OPTIMIZER_NAME = re.compile(r"optim|(?:^|_)opt(?!ion)", re.I)
 _SCHEDULER_NAME = re.compile(r"sched", re.I)
-_SCALER_NAME = re.compile(r"scaler", re.I)
+_NAMED = {OPTIMIZER: _OPTIMIZER_NAME, SCHEDULER: _SCHEDULER_NAME,
+          SCALER: re.compile(r"scaler", re.I)}
 SCALERS = frozenset({
     "torch.GradScaler", "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler",
     "torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler",
@@ -191,16 +192,10 @@ def clears_gradients(node: cst.CSTNode) -> bool:
         name in ("zero_", "fill_") and on_grad(node.func.value))
 
 
-def is_optimizer_name(node: cst.BaseExpression) -> bool:
-    return bool(_OPTIMIZER_NAME.search(terminal(node)))
-
-
-def is_scheduler_name(node: cst.BaseExpression) -> bool:
-    return bool(_SCHEDULER_NAME.search(terminal(node)))
-
-
-def is_scaler_name(node: cst.BaseExpression) -> bool:
-    return bool(_SCALER_NAME.search(terminal(node)))
+def named_like(node: cst.BaseExpression, kind: str) -> bool:
+    """Whether the last name in `node` reads like an `OPTIMIZER`, a `SCHEDULER`
+    or a `SCALER` (`self.opt_G`, `lr_scheduler`, `grad_scaler`)."""
+    return bool(_NAMED[kind].search(terminal(node)))
 
 
 def terminal(node: cst.BaseExpression | None) -> str:
@@ -224,18 +219,12 @@ def schedule_test(test: cst.BaseExpression) -> bool:
     """Whether an `if` test looks like "only on some steps, or on one process":
     a `%`, an `==`/`!=`, or a logging-ish or process-ish name (`log_interval`,
     `verbose`, `rank`, `is_main_process`)."""
-    for node in descendants(test):
-        kind = type(node)
-        if kind is cst.BinaryOperation:
-            if type(node.operator) is cst.Modulo:
-                return True
-        elif kind is cst.Comparison:
-            if any(type(t.operator) in (cst.Equal, cst.NotEqual) for t in node.comparisons):
-                return True
-        elif kind is cst.Name:
-            if _SCHEDULE_NAME.search(node.value):
-                return True
-    return False
+    return any(
+        type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo
+        or type(node) is cst.Comparison and any(
+            type(c.operator) in (cst.Equal, cst.NotEqual) for c in node.comparisons)
+        or type(node) is cst.Name and _SCHEDULE_NAME.search(node.value) is not None
+        for node in descendants(test))
 
 
 _SCHEDULE_NAME = re.compile(
