@@ -215,9 +215,11 @@ class _Analysis:
         all_roots: set[str] = set()
         for site in self.function.all_sites():
             found = self._backward_roots(site.node) if site.kind in (BACKWARD, BACKPROP) else None
-            loop = site.ctx.loop if found is not None else None
-            all_roots |= found[0] if found is not None else set()
-            while loop is not None:
+            if found is None:
+                continue
+            all_roots |= found[0]
+            loop = site.ctx.loop
+            while loop is not None:  # the loops around it
                 self.roots.setdefault(id(loop.node), set()).update(found[0])
                 if found[1]:
                     self.retained.setdefault(id(loop.node), set()).update(found[0])
