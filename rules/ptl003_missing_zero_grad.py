@@ -94,7 +94,7 @@ class MissingZeroGrad(Rule):
         self.blocked: set[Loop] = set()  # loops around a loop that trains: it is reported
 
     def leave_Module(self, node: cst.Module) -> None:
-        engines = self.model.engine_steps()
+        engines = self.model.engine_steps
         for function in self.model.functions:
             trained = False
             for loop in reversed(function.loops):  # inner loops first

@@ -264,7 +264,7 @@ def test_engine_step_functions():
         evaluator = Engine(validate)
         other = NotAnEngine(validate)
     """)
-    assert [f.name for f in model.engine_steps()] == ["update", "validate"]
+    assert [f.name for f in model.engine_steps] == ["update", "validate"]
 
 
 def test_path_and_scan():

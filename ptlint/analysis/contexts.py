@@ -13,6 +13,7 @@ import libcst as cst
 from ptlint.analysis import training as t
 from ptlint.analysis.dataflow import Event, body_of, statements
 from ptlint.analysis.names import Scope
+from ptlint.analysis.statements import holders
 
 if TYPE_CHECKING:
     from ptlint.analysis.semantic import SemanticModel
@@ -41,7 +42,7 @@ class Site:
     @property
     def line(self) -> cst.CSTNode | None:
         if self._line is _UNSET:
-            self._line = self.ctx.function.model._holders(self.ctx.function).get(id(self.node))
+            self._line = self.ctx.function.holders.get(id(self.node))
         return self._line
 
     def alone(self, smalls: tuple = (cst.Expr,)) -> "tuple[cst.CSTNode, cst.CSTNode] | None":
@@ -202,6 +203,12 @@ class Function(_Body):
     def events(self) -> list[Event]:
         """The body's statements in order (see `dataflow.statements`)."""
         return [] if type(self.node) is cst.Lambda else list(statements(body_of(self.node)))
+
+    @cached_property
+    def holders(self) -> dict[int, cst.CSTNode]:
+        """The statement that holds each node of the body (see `statements.holders`);
+        a lambda's nodes are in a statement of the function around it."""
+        return self.parent.holders if type(self.node) is cst.Lambda else holders(body_of(self.node))
 
     def all_sites(self) -> list[Site]:
         """The marks of the function, in its loops too, in order."""

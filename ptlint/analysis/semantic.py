@@ -44,9 +44,9 @@ from ptlint.analysis.bindings import Bindings
 from ptlint.analysis.contexts import (  # noqa: F401 - the model's vocabulary, for rules
     BACKPROP, BACKWARD, CLASS, COMPREHENSION, ENGINE, FUNCTION, GRAD, LAMBDA, LOOP, MODULE, STEP,
     WITH, ZERO, Ctx, Function, Loop, Site)
-from ptlint.analysis.dataflow import body_of, closure, last_name, var
+from ptlint.analysis.dataflow import closure, last_name, var
 from ptlint.analysis.names import NameResolver
-from ptlint.analysis.statements import holders, path, scan
+from ptlint.analysis.statements import path, scan
 from ptlint.analysis.walk import Visitor
 
 _MARKS = {"backward": BACKWARD, "manual_backward": BACKWARD, "step": STEP,
@@ -155,24 +155,23 @@ class SemanticModel(Visitor):
                 "calls" if kind == ZERO else "helper_calls"), {f.name}) for f in named])
         return self._cache[key]
 
+    @cached_property
     def engine_steps(self) -> list[Function]:
         """Functions handed to a training engine that runs them once per
         iteration: pytorch-ignite's `Engine(update)`, also through `partial`."""
-        if "engines" not in self._cache:
-            found = []
-            for site in self.engine_sites:
-                call = site.node
-                if self.qualified_name(call.func, site.ctx) not in _ENGINES:
-                    continue
-                arg = next((a.value for a in call.args if a.keyword is None and not a.star
-                            or a.keyword is not None and a.keyword.value == "process_function"),
-                           None)
-                if type(arg) is cst.Call and self.qualified_name(arg.func, site.ctx) == \
-                        "functools.partial" and arg.args:
-                    arg = arg.args[0].value
-                found += self.defs_named(arg, site.ctx.function)
-            self._cache["engines"] = found
-        return self._cache["engines"]
+        found = []
+        for site in self.engine_sites:
+            call = site.node
+            if self.qualified_name(call.func, site.ctx) not in _ENGINES:
+                continue
+            arg = next((a.value for a in call.args if a.keyword is None and not a.star
+                        or a.keyword is not None and a.keyword.value == "process_function"),
+                       None)
+            if type(arg) is cst.Call and self.qualified_name(arg.func, site.ctx) == \
+                    "functools.partial" and arg.args:
+                arg = arg.args[0].value
+            found += self.defs_named(arg, site.ctx.function)
+        return found
 
     def defs_named(self, node: cst.BaseExpression, where: Function) -> list[Function]:
         """The functions of the file `node` names where `where` runs: for `f`, the
@@ -246,14 +245,6 @@ class SemanticModel(Visitor):
         return (kind == t.AUTOCAST,) if kind in (t.AUTOCAST, t.AUTOCAST_OFF) else None
 
     # -- the walk -----------------------------------------------------------------------
-    def _holders(self, function: Function) -> dict[int, cst.CSTNode]:
-        while type(function.node) is cst.Lambda:  # a lambda's nodes are in a statement around it
-            function = function.parent
-        key = ("holders", id(function))
-        if key not in self._cache:
-            self._cache[key] = holders(body_of(function.node))
-        return self._cache[key]
-
     path = staticmethod(path)
     scan = staticmethod(scan)
 
@@ -341,14 +332,13 @@ class SemanticModel(Visitor):
         if any(t.on_grad(target.target) for target in node.targets):
             self._mark(node, GRAD)  # `p.grad = None`, `p.grad = g`
 
-    def _visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+    def _visit_AnnAssign(self, node: cst.AnnAssign | cst.AugAssign) -> None:
         if t.on_grad(node.target):
             self._mark(node, GRAD)
 
     def _visit_AugAssign(self, node: cst.AugAssign) -> None:
         self.here.function.writes = True
-        if t.on_grad(node.target):
-            self._mark(node, GRAD)
+        self._visit_AnnAssign(node)
 
     def _visit_Del(self, node: cst.Del) -> None:
         targets = node.target.elements if type(node.target) is cst.Tuple else [node.target]
