@@ -135,7 +135,7 @@ class LossKeptWithGraph(Rule):
             if isinstance(function.node, (cst.Module, cst.FunctionDef)) and function.loops and any(
                     kind == "small" and loops and _store(small) is not None
                     for kind, small, loops in function.events):
-                _Analysis(self, function).run()
+                _Analysis(self, function)
 
 
 # -- the per-scope analysis ---------------------------------------------------
@@ -203,8 +203,6 @@ class _Analysis:
         self.state: dict[str, str] = {}
         # a model's outputs count in training code only (where its parameters want gradients)
         self.trains = any(s.kind == BACKWARD for s in function.all_sites())
-
-    def run(self) -> None:
         self._prepass()
         self._scan()
 
@@ -257,51 +255,49 @@ class _Analysis:
     # -- pass 2: bindings in order, and the stores -------------------------
     def _scan(self) -> None:
         nograd = [self.function.ctx.grad == OFF]
-        resets: dict[int, set[str]] = {}
+        self.resets: dict[int, set[str]] = {}  # id(loop) -> names bound afresh in each iteration
         for kind, node, loops in self.function.events:
             if kind == "with":
                 nograd.append(self.model.context(node).grad == OFF)
             elif kind == "end_with":
                 nograd.pop()
+            self.nograd = nograd[-1]
             if kind == "small":
-                self._small(node, loops, resets, nograd[-1])
+                self._small(node, loops)
             elif kind == "def":
                 self.state.pop(node.name.value, None)
             else:  # the names a loop, a `with` or an `except` binds
                 for target in bound(kind, node):
-                    self._bind(target, None, loops, resets, nograd[-1])
+                    self._bind(target, None, loops)
 
-    def _small(self, small: cst.CSTNode, loops: tuple, resets: dict, nograd: bool) -> None:
+    def _small(self, small: cst.CSTNode, loops: tuple) -> None:
         store = _store(small)
-        if store is not None and loops and not nograd:
-            self._check(small, store[0], store[1], loops[-1], resets)
+        if store is not None and loops and not self.nograd:
+            self._check(small, store[0], store[1], loops[-1])
         if isinstance(small, cst.Assign):
             for target in small.targets:  # an accumulation carries the total over
-                self._bind(target.target, small.value, loops, resets, nograd, store is None)
+                self._bind(target.target, small.value, loops, store is None)
         elif isinstance(small, cst.AnnAssign) and small.value is not None:
-            self._bind(small.target, small.value, loops, resets, nograd)
-        elif isinstance(small, cst.AugAssign):
+            self._bind(small.target, small.value, loops)
+        elif isinstance(small, cst.AugAssign) and isinstance(small.target, (cst.Name, cst.Attribute)):
             name = var(small.target)
-            if name is not None and isinstance(small.target, (cst.Name, cst.Attribute)):
-                if self.state.get(name) not in (_LOSS, _OUTPUT):
-                    carried = None if nograd else self._carries(small.value)
-                    self.state[name] = carried or _OTHER
+            if name is not None and self.state.get(name) not in (_LOSS, _OUTPUT):
+                self.state[name] = (None if self.nograd else self._carries(small.value)) or _OTHER
 
-    def _bind(self, target, value, loops, resets, nograd, reset: bool = True) -> None:
-        single = isinstance(target, (cst.Name, cst.Attribute))
-        kind = self._kind(value, nograd) if value is not None else _OTHER
-        if not single and kind != _LOSS:
+    def _bind(self, target, value, loops, reset: bool = True) -> None:
+        kind = self._kind(value) if value is not None else _OTHER
+        if not isinstance(target, (cst.Name, cst.Attribute)) and kind != _LOSS:
             kind = _OTHER  # `cls_loss, loc_loss = criterion(...)`: each one is a loss
         for name in target_vars(target):
             self.state[name] = kind
             if reset:
                 for loop in loops:
-                    resets.setdefault(id(loop), set()).add(name)
+                    self.resets.setdefault(id(loop), set()).add(name)
             # forget what was known about `name.attr`
             for known in [k for k in self.state if k.startswith(name + ".")]:
                 del self.state[known]
 
-    def _kind(self, value: cst.BaseExpression, nograd: bool) -> str:
+    def _kind(self, value: cst.BaseExpression) -> str:
         if self._detaches(value):
             return _DETACHED
         if isinstance(value, (cst.Name, cst.Attribute)):
@@ -309,9 +305,7 @@ class _Analysis:
             if name is not None and name in self.state:
                 return self.state[name]  # an alias keeps what it aliases
         carried = self._carries(value)
-        if carried is not None:
-            return _DETACHED if nograd else carried
-        return _OTHER
+        return _OTHER if carried is None else _DETACHED if self.nograd else carried
 
     def _detaches(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Attribute):
@@ -321,12 +315,8 @@ class _Analysis:
             if last_name(func) in ("float", "int") and self.function.resolve(func) in (
                     "builtins.float", "builtins.int"):
                 return True
-            if isinstance(func, cst.Attribute):
-                if func.attr.value in _DETACHING:
-                    return True
-                if func.attr.value in _KEEPS_GRAPH:
-                    return self._detaches(func.value)
-            return False
+            method = func.attr.value if isinstance(func, cst.Attribute) else None
+            return method in _DETACHING or (method in _KEEPS_GRAPH and self._detaches(func.value))
         if isinstance(expr, cst.BinaryOperation):
             sides = (expr.left, expr.right)
             return (any(self._detaches(s) for s in sides)
@@ -351,19 +341,16 @@ class _Analysis:
                 return state
         return None
 
-    def _check(self, small, accumulator, items, loop, resets) -> None:
-        if accumulator is None or accumulator in resets.get(id(loop), ()):
+    def _check(self, small, accumulator, items, loop) -> None:
+        if accumulator is None or accumulator in self.resets.get(id(loop), ()):
             return  # a fresh container or total every iteration
         if accumulator in self.backpropagated:
             return  # summed or stacked to be backpropagated: the graph is wanted
         if isinstance(small, cst.Expr) and self.model.holds(accumulator, self.function) == INSTANCE:
             return  # `meter.append(loss)` on an object of another class: it may detach
-        roots = self.roots.get(id(loop), set())
-        feeds = self.feeds.get(id(loop), set())
-        retained = self.retained.get(id(loop), set())
-        edits = []
-        safe = True
-        output = False
+        roots, feeds, retained = (found.get(id(loop), set())
+                                  for found in (self.roots, self.feeds, self.retained))
+        edits, safe, output = [], True, False
         for item in items:
             if self._detaches(item):
                 continue
@@ -381,12 +368,10 @@ class _Analysis:
         if not edits:
             return
         name = dotted(edits[0][0])
-        code = self.function.node.code_for_node if isinstance(
-            self.function.node, cst.Module) else cst.Module([]).code_for_node
         if output:
-            message = (f"`{code(edits[0][0])}` is a model output kept across loop iterations "
-                       "with its autograd graph, so memory grows with every iteration; store "
-                       "its `.detach()`")
+            message = (f"`{cst.Module([]).code_for_node(edits[0][0])}` is a model output kept "
+                       "across loop iterations with its autograd graph, so memory grows with "
+                       "every iteration; store its `.detach()`")
         else:
             message = None if name is None else (
                 f"`{name}` is kept across loop iterations with its autograd graph, so memory "

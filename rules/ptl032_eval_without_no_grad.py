@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ptlint.analysis.dataflow import last_name
 from ptlint.analysis.names import dotted
 from ptlint.analysis.semantic import BACKWARD, COMPREHENSION, LOOP, Function, Site
-from ptlint.analysis.training import MAYBE, OFF, ON
+from ptlint.analysis.training import MAYBE, OFF, ON, grad_mode
 from ptlint.rule import Rule
 
-_SET_GRAD = ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
-             "torch.autograd.grad_mode.set_grad_enabled")
 _WANTS_GRAD = ("torch.enable_grad", "torch.autograd.grad", "torch.autograd.backward",
                "torch.autograd.functional.jacobian", "torch.autograd.functional.hessian",
                "torch.func.grad", "torch.func.vjp", "torch.func.jacrev")
@@ -104,10 +103,9 @@ class EvalWithoutNoGrad(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         qualified = self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
-        if qualified in _SET_GRAD and node.args:
-            value = node.args[0].value
-            if isinstance(value, cst.Name) and value.value == "False" and id(node) not in self.with_items:
-                self.global_off = True
+        if last_name(func) == "set_grad_enabled" and grad_mode(node, self.qualified_name):
+            self.global_off |= grad_mode(node, self.qualified_name) == OFF and (
+                id(node) not in self.with_items)  # `torch.set_grad_enabled(False)` as a call
             return
         kind, model = "call", dotted(func)
         if qualified in _WANTS_GRAD:
