@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ptlint.analysis.dataflow import (FACTORIES, bound, calls_in, evaluated, last_name, names_in,
-                                     target_vars, var)
+                                     target_vars, var, var_base)
 from ptlint.analysis.semantic import BACKWARD, STEP, Function
 from ptlint.analysis.training import MODULE
 from ptlint.fixers.expressions import call_method, wrapped_in_call
@@ -234,13 +234,12 @@ class _Analysis:
                 parts = evaluated(kind, node)
                 self._reads(names_in(parts))
                 self._mutations(parts)
+            for target in bound(kind, node):
+                self._bind_target(target, None)
             if kind == "for":
                 self._for(node)
-            for target in bound(kind, node) if kind != "for" else ():
-                self._bind_target(target, None)
 
     def _for(self, node: cst.For) -> None:
-        self._bind_target(node.target, None)
         iterated = names_in(node.iter)
         names = [n for n in target_vars(node.target) if "." not in n]
         if "param" in cst.Module([]).code_for_node(node.iter).lower():
@@ -410,15 +409,10 @@ class _Analysis:
 
     # -- bindings -----------------------------------------------------------
     def _bind_target(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
-        if isinstance(target, cst.Name):
-            view = _view(value, self.ints) if value is not None else None
-            if isinstance(value, cst.Name):
-                tensor = value.value in self.tensors
-            elif view is not None:
-                tensor = view in self.tensors
-            else:
-                tensor = value is not None and self.makes_tensor(value)
-            self._bind(target.value, tensor)
+        if isinstance(target, cst.Name):  # `b = a[i]` is a tensor when `a` is one
+            view = _view(value, self.ints)
+            self._bind(target.value, view in self.tensors if view is not None else (
+                value is not None and self.makes_tensor(value)))
         elif isinstance(target, (cst.Tuple, cst.List, cst.StarredElement)):
             for name in target_vars(target):
                 if "." not in name:
@@ -528,9 +522,7 @@ def _is_training(call: cst.Call, trainers: set[str]) -> bool:
 
 
 def _base_name(target: cst.BaseExpression) -> str | None:
-    while isinstance(target, cst.Subscript):
-        target = target.value
-    return target.value if isinstance(target, cst.Name) else None
+    return var(target) if isinstance(var_base(target), cst.Name) else None
 
 
 def _target_reads(targets) -> set[str]:
