@@ -92,8 +92,9 @@ class ClipGradWithoutUnscale(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = last_name(node.func)
-        if "unscale" in name.lower():  # `S.unscale_(optimizer)`, a helper that unscales
-            self.calls.append((self.model.site(node), "unscale"))
+        if "unscale" in name.lower():  # `S.unscale_(optimizer)`; anything else unscales all
+            one = name == "unscale_" and isinstance(node.func, cst.Attribute) and dotted(node.func.value)
+            self.calls.append((self.model.site(node), "unscale_" if one else "unscale"))
         elif name.startswith("clip_grad") and self.qualified_name(node.func) in _CLIPS:
             self.calls.append((self.model.site(node), "clip"))
 
@@ -121,20 +122,16 @@ class ClipGradWithoutUnscale(Rule):
         at: dict[int, list[tuple[Site, str]]] = {}
         for site, what in sorted(events, key=lambda e: e[0].order):
             at.setdefault(id(site.line), []).append((site, what))
-        unscaled = {dotted(s.node.func.value) for s, what in found if what == "unscale"
-                    and last_name(s.node.func) == "unscale_" and isinstance(s.node.func, cst.Attribute)}
+        unscaled = {dotted(s.node.func.value) for s, what in found if what == "unscale_"}
         helper = any(what == "unscale" and last_name(s.node.func) != "unscale_" for s, what in found)
         clips: dict[int, tuple[Site, str]] = {}  # the first scaler pending at each clip
 
         def apply(holder: cst.CSTNode, pending: frozenset) -> frozenset:
             for site, what in at.get(id(holder), ()):
-                receiver = dotted(site.node.func.value) if isinstance(
-                    site.node.func, cst.Attribute) else None
                 if what == "scale":
                     pending |= {scaled_backward(site.node)}
-                elif what == "step" or (what == "unscale" and last_name(site.node.func) == "unscale_"
-                                        and receiver is not None):
-                    pending -= {receiver}
+                elif what in ("step", "unscale_"):
+                    pending -= {dotted(site.node.func.value)}
                 elif what == "unscale":
                     pending = frozenset()
                 elif what == "clip" and pending:

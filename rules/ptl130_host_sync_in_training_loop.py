@@ -150,21 +150,17 @@ class HostSyncInTrainingLoop(Rule):
     def _on_device(self, function: Function) -> bool:
         """Whether the file mentions a device; for a loop in a class (a trainer),
         whether that class or the file's top-level code does."""
-        trainer = None
-        while function is not None:
-            if type(function.node) is cst.ClassDef:
-                trainer = function
-            function = function.parent
-        if trainer is None:
+        chain = [function]
+        while chain[-1].parent is not None:
+            chain.append(chain[-1].parent)
+        trainers = [f.node for f in chain if type(f.node) is cst.ClassDef]
+        if not trainers:
             return _DEVICE_HINT.search(self.context.source) is not None
-        module = trainer.parent
-        while module.parent is not None:
-            module = module.parent
-        code = module.node.code_for_node
+        module = chain[-1].node
         if self.top_on_device is None:
-            self.top_on_device = any(_DEVICE_HINT.search(code(s)) for s in module.node.body
+            self.top_on_device = any(_DEVICE_HINT.search(module.code_for_node(s)) for s in module.body
                                      if not isinstance(s, (cst.FunctionDef, cst.ClassDef)))
-        return self.top_on_device or bool(_DEVICE_HINT.search(code(trainer.node)))
+        return self.top_on_device or bool(_DEVICE_HINT.search(module.code_for_node(trainers[-1])))
 
 
 class _Taint:
