@@ -148,13 +148,8 @@ class MissingZeroGrad(Rule):
             len({var(o) for o in optimizers}) == 1 and isinstance(optimizers[0], (
                 cst.Name, cst.Attribute)) and optimizer is not None
             and not _rebound(body, optimizer)) else None
-        if point is None:
-            self.report(where, message=message)
-            return
-        owner, anchor = point
-        statement = simple_statement(f"{optimizer}.zero_grad()")
-        self.report(where, message=message,
-                    edits=[(owner, insert_before(owner, anchor, statement))])
+        self.report(where, message=message, edits=() if point is None else [(point[0], insert_before(
+            *point, simple_statement(f"{optimizer}.zero_grad()")))])
 
     def _insertion_point(self, root: cst.CSTNode, backwards: list[Site]):
         """(block, statement): where `zero_grad()` goes so that it runs before

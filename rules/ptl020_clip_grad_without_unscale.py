@@ -152,9 +152,7 @@ class ClipGradWithoutUnscale(Rule):
         message = self.message.format(clip=dotted(call.func) or "clip_grad_norm_", scaler=scaler)
         found = site.alone((cst.Expr, cst.Assign, cst.AnnAssign))
         if optimizer is None or found is None or not isinstance(found[0], cst.IndentedBlock):
-            self.report(call, message=message)
-            return
-        block, line = found
-        new_block = insert_before(block, line, statement(f"{scaler}.unscale_({optimizer})"))
-        self.report(call, message=message, edits=[(block, new_block)],
-                    fix_title=self.fix_title.format(scaler=scaler, optimizer=optimizer))
+            found = None  # no fix
+        self.report(call, message=message, edits=() if found is None else [(found[0], insert_before(
+            *found, statement(f"{scaler}.unscale_({optimizer})")))],
+            fix_title=self.fix_title.format(scaler=scaler, optimizer=optimizer))
