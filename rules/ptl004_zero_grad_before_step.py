@@ -142,9 +142,7 @@ class ZeroGradBeforeStep(Rule):
     def _clears_for(self, zero: cst.Call, optimizer: cst.BaseExpression) -> bool:
         """Whether `zero` clears the gradients `optimizer` steps with."""
         target, stepped = var(zero.func.value), var(optimizer)
-        if target is None or stepped is None:
-            return False
-        return target == stepped or self.model.bindings.models.get(stepped) == target
+        return target is not None and target in (stepped, self.model.bindings.models.get(stepped))
 
     # -- report and fix ----------------------------------------------------
     def _report(self, zero: Site, step: Site, events: dict) -> None:

@@ -341,8 +341,11 @@ def _assign(found: list, targets: list, value: cst.BaseExpression, resolve: Reso
     keys, bare = _reads(value, resolve, True)
     arithmetic, receivers = _arithmetic(value, resolve)
     source = input_kind(value)
-    found.append(Assignment(lhs, keys, is_host_value(value, resolve), source is not None,
-                            source == "fresh", bare, arithmetic, receivers, at))
+    host = type(value) is cst.Call and (  # `x.item()`, `x.tolist()`, `float(x)`
+        type(value.func) is cst.Attribute and value.func.attr.value in ("item", "tolist")
+        or resolve(value.func) in PY_CONVERSIONS)
+    found.append(Assignment(lhs, keys, host, source is not None, source == "fresh", bare,
+                            arithmetic, receivers, at))
 
 
 def _arithmetic(value: cst.BaseExpression, resolve: Resolve) -> tuple[bool, set[str]]:
@@ -363,16 +366,6 @@ def _arithmetic(value: cst.BaseExpression, resolve: Resolve) -> tuple[bool, set[
                 continue
         return False, receivers
     return True, receivers
-
-
-def is_host_value(value: cst.BaseExpression, resolve: Resolve) -> bool:
-    """`x.item()`, `x.tolist()`, `float(x)`: the value is a Python object."""
-    if type(value) is cst.Call:
-        func = value.func
-        if type(func) is cst.Attribute and func.attr.value in ("item", "tolist"):
-            return True
-        return resolve(func) in PY_CONVERSIONS
-    return False
 
 
 def input_kind(value: cst.BaseExpression) -> str | None:
