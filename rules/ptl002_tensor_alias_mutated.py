@@ -413,7 +413,7 @@ class _Analysis:
             view = _view(value, self.ints)
             self._bind(target.value, view in self.tensors if view is not None else (
                 value is not None and self.makes_tensor(value)))
-        elif isinstance(target, (cst.Tuple, cst.List, cst.StarredElement)):
+        elif isinstance(target, (cst.Tuple, cst.List)):
             for name in target_vars(target):
                 if "." not in name:
                     self._bind(name, False)

@@ -111,10 +111,8 @@ def target_vars(node: cst.BaseExpression,
     """The variables an assignment target binds or stores into (each element of
     a tuple or list target, named by `name_of`)."""
     if isinstance(node, (cst.Tuple, cst.List)):
-        for element in node.elements:
+        for element in node.elements:  # a starred element's value is what it binds
             yield from target_vars(element.value, name_of)
-    elif isinstance(node, cst.StarredElement):
-        yield from target_vars(node.value, name_of)
     else:
         name = name_of(node)
         if name is not None:
@@ -159,12 +157,10 @@ def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
     stack = [node]
     while stack:
         current = stack.pop()
-        kind = type(current)
-        if kind is cst.Call:
+        if type(current) is cst.Call:
             yield current
-        elif kind in _NO_CALLS_INSIDE:
-            continue
-        stack.extend(reversed(children(current)))
+        if type(current) not in _NO_CALLS_INSIDE:
+            stack.extend(reversed(children(current)))
 
 
 def closure(seeds: set[str], flows: list[tuple[set[str], set[str]]]) -> set[str]:
@@ -186,15 +182,8 @@ def closure(seeds: set[str], flows: list[tuple[set[str], set[str]]]) -> set[str]
 def key_of(node: cst.BaseExpression) -> str | None:
     """`loss` for `loss` and `loss.data`, `self.loss` for `self.loss.data`;
     None for anything but a name or attribute chain."""
-    chain = []
-    while type(node) is cst.Attribute:
-        chain.append(node.attr.value)
-        node = node.value
-    if type(node) is not cst.Name:
-        return None
-    if node.value == "self" and chain:
-        return f"self.{chain[-1]}"
-    return node.value
+    parts = (dotted(node) or "").split(".")
+    return None if not parts[0] else ".".join(parts[:2]) if parts[0] == "self" else parts[0]
 
 
 def target_keys(target: cst.BaseExpression) -> set[str]:
