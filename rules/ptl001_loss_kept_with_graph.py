@@ -216,12 +216,10 @@ class _Analysis:
             if found is None:
                 continue
             all_roots |= found[0]
-            loop = site.ctx.loop
-            while loop is not None:  # the loops around it
+            for loop in site.ctx.loop.outward() if site.ctx.loop is not None else ():
                 self.roots.setdefault(id(loop.node), set()).update(found[0])
                 if found[1]:
                     self.retained.setdefault(id(loop.node), set()).update(found[0])
-                loop = loop.parent
         returned: set[str] = set()
         flows: list[tuple[set[str], set[str]]] = []
         for kind, node, _ in self.function.events:

@@ -448,24 +448,22 @@ class _Analysis:
                 if any(_is_training(call, trainers) for call in calls_in(node)):
                     training.append((index, loops))
                 uses.append((index, self._uses(node), names_in(node), loops))
+        trained = {loop for _, around in training for loop in around}  # loops that train
         for index, name, call, stmt, loops in snapshots:
-            rebound = [i for i in bindings.get(name, ()) if i > index]
             for use, used, read, use_loops in uses:
                 if use <= index or name not in (used if call is not None else read):
                     continue
-                if any(index < i < use for i in rebound):
+                if any(index < i < use for i in bindings.get(name, ())):
                     break  # a new snapshot (or a copy) by then
-                carried = any(loop not in use_loops and any(loop in t for _, t in training)
-                              for loop in loops)
-                if call is None:  # a module: used after the loop that trains it
-                    if carried:
-                        self._report_snapshot(stmt, name, stmt.value)
-                    break
-                later = any(index < t < use for t, _ in training)
-                repeated = any(loop not in loops and any(loop in t for _, t in training)
-                               for loop in use_loops)  # loaded in a loop that trains
-                if later or carried or repeated:
-                    self._report_snapshot(stmt, name, call)
+                # kept past a loop that trains, or (a state dict) trained after, or loaded
+                # in a loop that trains; a module counts only when used after such a loop
+                found = any(loop in trained and loop not in use_loops for loop in loops)
+                if call is not None:
+                    found = found or any(index < t < use for t, _ in training) or any(
+                        loop in trained and loop not in loops for loop in use_loops)
+                if found:
+                    self._report_snapshot(stmt, name, stmt.value if call is None else call)
+                if found or call is None:
                     break
 
     def _trains(self, loops: tuple) -> bool:

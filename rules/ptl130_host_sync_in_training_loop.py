@@ -150,9 +150,7 @@ class HostSyncInTrainingLoop(Rule):
     def _on_device(self, function: Function) -> bool:
         """Whether the file mentions a device; for a loop in a class (a trainer),
         whether that class or the file's top-level code does."""
-        chain = [function]
-        while chain[-1].parent is not None:
-            chain.append(chain[-1].parent)
+        chain = list(function.outward())
         trainers = [f.node for f in chain if type(f.node) is cst.ClassDef]
         if not trainers:
             return _DEVICE_HINT.search(self.context.source) is not None

@@ -50,13 +50,11 @@ class Bindings:
     def _kinds(self, key: str | None, fn: "Function") -> set | None:
         if key is None or "." in key:
             return self.attributes.get(key)
-        scope: Function | None = fn
-        while scope is not None:
+        for scope in fn.outward():  # a class body's names are not seen from its methods
             if scope is fn or type(scope.node) is not cst.ClassDef:
                 found = self.local[scope].get(key)
                 if found is not None:
                     return found
-            scope = scope.parent
         return None
 
     def _read(self, fn: "Function") -> None:

@@ -117,10 +117,8 @@ class Ctx:
 
     def hot_loop(self) -> "Loop | None":
         """The nearest hot loop among those around this context."""
-        loop = self.loop
-        while loop is not None and not loop.hot:
-            loop = loop.parent
-        return loop
+        loops = self.loop.outward() if self.loop is not None else ()
+        return next((loop for loop in loops if loop.hot), None)
 
 
 class _Body:
@@ -131,6 +129,13 @@ class _Body:
         self.sites: list[Site] = []  # marks directly here, in order
         self.calls: set[str] = set()  # last names of every callee called directly here
         self.helper_calls: set[str] = set()  # `f(...)`, `self.f(...)`: maybe defined here
+
+    def outward(self) -> Iterator:
+        """This loop (or function) and the loops (functions) around it, innermost first."""
+        body = self
+        while body is not None:
+            yield body
+            body = body.parent
 
 
 class Loop(_Body):
@@ -179,9 +184,7 @@ class Loop(_Body):
         loop around it does both: the loop whose iterations are training steps."""
         if not (self.does(BACKWARD, direct=True) or self.does(STEP, direct=True)):
             return False
-        chain = [self]
-        while chain[-1].parent is not None:
-            chain.append(chain[-1].parent)
+        chain = list(self.outward())
         return any(c.does(BACKWARD) for c in chain) and any(c.does(STEP) for c in chain)
 
 

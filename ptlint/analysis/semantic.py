@@ -180,12 +180,10 @@ class SemanticModel(Visitor):
         candidates = self.defs.get(last_name(node), ())
         if type(node) is cst.Attribute and last_name(node.value) in ("self", "cls"):
             return [f for f in candidates if type(f.parent.node) is cst.ClassDef]
-        scope: Function | None = where if type(node) is cst.Name else None
-        while scope is not None:
+        for scope in where.outward() if type(node) is cst.Name else ():
             found = [f for f in candidates if f.parent is scope]
             if found:
                 return found
-            scope = scope.parent
         return []
 
     # -- what names hold (`bindings`) ------------------------------------------------------
