@@ -149,22 +149,19 @@ class ZeroGradBeforeStep(Rule):
         if id(zero.node) in self.reported:
             return
         self.reported.add(id(zero.node))
-        found, statement = zero.alone(), step.line
-        if found is None or not isinstance(statement, cst.SimpleStatementLine) or (
-                statement not in found[0].body):
-            self.report(zero.node)
-            return
-        owner, line = found
-        body = list(owner.body)
-        at_zero, at_step = body.index(line), body.index(statement)
-        if at_step < at_zero or any(kind == "backward" for s in body[at_zero + 1:at_step]
-                                    for n in descendants(s) for kind, _ in events.get(id(n), ())):
-            # a backward on some path in between: moving the zero_grad past it
-            # would change more than the bug
-            self.report(zero.node)
-            return
-        anchor = self._after_update(body, at_step, step.node, events)
-        self.report(zero.node, edits=[(owner, move_after(owner, line, anchor))])
+        found, statement, edits = zero.alone(), step.line, ()
+        if found is not None and isinstance(statement, cst.SimpleStatementLine) and (
+                statement in found[0].body):
+            owner, line = found
+            body = list(owner.body)
+            at_zero, at_step = body.index(line), body.index(statement)
+            # no fix past a backward on some path in between: that would change more than the bug
+            if at_zero < at_step and not any(
+                    kind == "backward" for s in body[at_zero + 1:at_step]
+                    for n in descendants(s) for kind, _ in events.get(id(n), ())):
+                anchor = self._after_update(body, at_step, step.node, events)
+                edits = [(owner, move_after(owner, line, anchor))]
+        self.report(zero.node, edits=edits)
 
     def _after_update(self, body, at_step: int, step: cst.Call, events: dict):
         """The step's statement, or the `scaler.update()` that follows it

@@ -324,9 +324,7 @@ def _assign(found: list, targets: list, value: cst.BaseExpression, resolve: Reso
         for t, v in zip(targets[0].elements, value.elements):
             _assign(found, [t.value], v.value, resolve, at)
         return
-    lhs: set[str] = set()
-    for target in targets:
-        lhs |= target_keys(target)
+    lhs = set().union(*map(target_keys, targets))
     keys, bare = _reads(value, resolve, True)
     arithmetic, receivers = _arithmetic(value, resolve)
     source = input_kind(value)
