@@ -1,7 +1,9 @@
 """PTL130 host-sync-in-training-loop."""
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 
 import libcst as cst
 
@@ -15,6 +17,19 @@ _BUILTINS = {"builtins.print": "print", "builtins.float": "float", "builtins.int
 _DEVICE_HINT = re.compile(r"cuda|\bdevice\b|accelerator|\bfabric\b")
 _PARTIAL_LOSS = re.compile(r"loss", re.I)  # `d_real_loss`, `loss_G`, `losses`
 _NOT_A_LOSS = re.compile(r"weight|scale|fn|func|mask|factor|coef|config|type|lambda", re.I)
+
+
+def _mentions_device(code: str) -> bool:
+    """Whether the code, not its comments, mentions cuda, a device or an accelerator
+    (`# model.cuda()  # uncomment for the GPU` runs on the CPU)."""
+    if not _DEVICE_HINT.search(code):
+        return False
+    try:
+        return any(_DEVICE_HINT.search(token.string)
+                   for token in tokenize.generate_tokens(io.StringIO(code).readline)
+                   if token.type != tokenize.COMMENT)
+    except (tokenize.TokenError, SyntaxError):
+        return True
 
 
 def _has_sync_inside(node: cst.BaseExpression) -> bool:
@@ -61,10 +76,10 @@ class HostSyncInTrainingLoop(Rule):
     itself, hyper-parameters). A name holds what the loop body assigned to
     it before the read: the batch read on the host before the body moves it
     to the device is not an output. A call of a helper defined in the same
-    file that runs the backward pass or the step counts as one. Files that never
-    mention `cuda`, a `device` or an accelerator, and trainer classes that
-    do not (when the file's top-level code does not either), are skipped:
-    on the CPU these calls are cheap.
+    file that runs the backward pass or the step counts as one. Files whose
+    code (comments aside) never mentions `cuda`, a `device` or an
+    accelerator, and trainer classes that do not (when the file's top-level
+    code does not either), are skipped: on the CPU these calls are cheap.
 
     ## Why is this bad?
     CUDA kernels run asynchronously: the Python loop normally queues the next
@@ -119,6 +134,7 @@ class HostSyncInTrainingLoop(Rule):
         super().__init__(context)
         self.calls = []
         self.top_on_device: bool | None = None
+        self.file_on_device: bool | None = None
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.model.here.loop is None:
@@ -153,12 +169,14 @@ class HostSyncInTrainingLoop(Rule):
         chain = list(function.outward())
         trainers = [f.node for f in chain if type(f.node) is cst.ClassDef]
         if not trainers:
-            return _DEVICE_HINT.search(self.context.source) is not None
+            if self.file_on_device is None:
+                self.file_on_device = _mentions_device(self.context.source)
+            return self.file_on_device
         module = chain[-1].node
         if self.top_on_device is None:
-            self.top_on_device = any(_DEVICE_HINT.search(module.code_for_node(s)) for s in module.body
+            self.top_on_device = any(_mentions_device(module.code_for_node(s)) for s in module.body
                                      if not isinstance(s, (cst.FunctionDef, cst.ClassDef)))
-        return self.top_on_device or bool(_DEVICE_HINT.search(module.code_for_node(trainers[-1])))
+        return self.top_on_device or _mentions_device(module.code_for_node(trainers[-1]))
 
 
 class _Taint:

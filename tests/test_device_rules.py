@@ -105,3 +105,27 @@ def test_ptl102_silent_for_an_evaluation_script_only(cli, tmp_path):
     proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
     assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
         "both.py", "train.py"]
+
+
+CPU_LOOP = """\
+    import torch
+
+    # dtype = torch.cuda.FloatTensor  # uncomment this to run on the GPU
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x in torch.randn(10, 4, 2):
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
+    """
+
+
+def test_ptl130_a_device_named_only_in_a_comment_is_no_device(cli, tmp_path):
+    write(tmp_path / "cpu.py", CPU_LOOP)
+    write(tmp_path / "gpu.py", CPU_LOOP.replace("model = torch.nn.Linear(2, 1)",
+                                                "model = torch.nn.Linear(2, 1).cuda()"))
+    proc = cli(".", "--select", "PTL130", "--output-format", "json", cwd=tmp_path)
+    assert [(f["filename"].rsplit("/", 1)[-1], f["location"]["line"])
+            for f in json.loads(proc.stdout)] == [("gpu.py", 11)]
