@@ -716,3 +716,17 @@ def test_warm_run_answers_cached_files_without_workers(tmp_path, monkeypatch):
     again = runner.run(files, job, jobs=2)
     assert pooled == [[files[0], files[2], files[3], files[5]]]
     assert [bool(o.findings) for o in again] == [True, True, True, False, False, False]
+
+
+def test_an_edited_rule_is_not_answered_from_the_cache(tmp_path):
+    from ptlint.io.cache import code_stamp
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    rule = rules / "ptl999_rule.py"
+    rule.write_text("CODE = 1\n")
+    before = code_stamp([str(rules)])
+    assert code_stamp([str(rules)]) == before
+    rule.write_text("CODE = 22\n")  # a developer edits the rule in a source checkout
+    assert code_stamp([str(rules)]) != before
+    assert code_stamp() != code_stamp([str(rules)])  # the installed code is stamped by default

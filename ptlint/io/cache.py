@@ -1,10 +1,11 @@
 """The results cache: findings keyed by everything that decides them (the file's
 content and resolved path, the effective settings, ptlint's and Python's
-versions), in ptlint's own cache folder (see cachedir)."""
+versions, and ptlint's own code files), in ptlint's own cache folder (see cachedir)."""
 from __future__ import annotations
 
 import hashlib
 import hmac
+import importlib.util
 import io
 import os
 import pickle
@@ -20,6 +21,23 @@ from ptlint.config import Settings, real_path
 from ptlint.io.cachedir import _is_dir, ensure
 from ptlint.io.text import signals_deferred
 from ptlint.model import SYNTAX_ERROR, Edit, Finding, Fix, Position, Safety, Span
+
+
+def code_stamp(folders: list[str] | None = None) -> str:
+    """ptlint's code (its package, rules and fixers) by its files' sizes and times:
+    in a source checkout an edited rule is not answered from the cache of the old one."""
+    if folders is None:
+        folders = [folder for name in ("ptlint", "ptlint.rules", "ptlint.fixers")
+                   for folder in (importlib.util.find_spec(name).submodule_search_locations or [])]
+    stamps = hashlib.sha256()
+    for folder in sorted(set(folders)):
+        for path in sorted(Path(folder).rglob("*.py")):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            stamps.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return stamps.hexdigest()
 
 
 class _ModelUnpickler(pickle.Unpickler):
@@ -84,7 +102,7 @@ class Cache:
         self.folder = top / __version__ if top is not None and self.secret else None
         self.salt = "\0".join((
             __version__, sys.implementation.name, "%d.%d" % sys.version_info[:2],
-            settings.fingerprint(),
+            settings.fingerprint(), code_stamp(),
         )).encode()
         self._codes = settings.enabled_codes | {SYNTAX_ERROR[0]}
 
