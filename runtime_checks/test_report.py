@@ -26,7 +26,7 @@ def _row(code: str, name: str, passed: bool, detail: str, bad: model.Version,
     spec = model.Spec(code, types.SimpleNamespace(COMPARED=compared))
     check = model.Check(code, name, f"fixtures/{code}_{name}", Path("bad.py"), Path("fixed.py"),
                         spec)
-    return model.Row(check, "cpu", passed, detail, bad, fixed, None,
+    return model.Row(check, "cpu", "passed" if passed else "failed", detail, bad, fixed, None,
                      f"{code}: {note}" if note else None)
 
 

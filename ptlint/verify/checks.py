@@ -6,7 +6,7 @@ import re
 import sys
 from pathlib import Path
 
-from ptlint.verify.compare import compare_equal
+from ptlint.verify.compare import by_how_much, changed_leaves, compare_equal
 from ptlint.verify.model import Check, Spec, Version
 
 CODE = re.compile(r"^PTL\d{3}$", re.I)
@@ -156,19 +156,20 @@ class ScriptSpec(Spec):
         super().__init__(code)
         self.specs = specs
 
-    def _changing(self) -> list[str]:
+    def _changing(self) -> dict[str, str]:
+        """The applied fixes documented to change results: code -> why."""
         from ptlint.model import Safety
         from ptlint.rule import registry
 
-        out = []
+        out = {}
         for spec in self.specs:
             if spec.module is not None:
-                if spec.changes_results:
-                    out.append(spec.code)
+                if spec.changes_results or spec.get("CHANGES"):
+                    out[spec.code] = _why(spec)
             else:  # the rule has no runtime check: trust the fix's safety
                 rule = registry().get(spec.code)
                 if rule is not None and rule.fix_safety is Safety.UNSAFE:
-                    out.append(spec.code)
+                    out[spec.code] = _fix_safety(rule.__doc__ or "") or "its fix is unsafe"
         return out
 
     @property
@@ -178,12 +179,33 @@ class ScriptSpec(Spec):
     def note(self, device: str) -> str | None:
         return None
 
-    def compare(self, bad: Version, fixed: Version, reference: Version | None) -> tuple[bool, str]:
+    def compare(self, bad: Version, fixed: Version,
+                reference: Version | None) -> tuple[bool | None, str]:
         passed, detail = compare_equal(bad, fixed)
-        if passed:
+        if passed is not False:
             return passed, detail
         changing = self._changing()
-        if changing:
-            return True, (f"{detail}; expected, the fix of {', '.join(changing)} may change "
-                          "results")
-        return False, detail
+        if not changing:
+            return False, detail
+        changed = "; ".join(by_how_much(d) for d in changed_leaves(bad.result, fixed.result))
+        why = "; ".join(f"{code}: {text}" for code, text in changing.items())
+        return True, f"results changed on purpose: {changed}. Why, as documented: {why}"
+
+
+def _why(spec: Spec) -> str:
+    """What a rule's runtime check says its fix changes: its CHANGES, else the
+    first sentence of its docstring after the rule's name."""
+    changes = spec.get("CHANGES")
+    if changes:
+        return "; ".join(changes.values())
+    doc = (spec.module.__doc__ or "").strip() if spec.module is not None else ""
+    first = doc.split("\n\n")[0].replace("\n", " ")
+    return first.split(": ", 1)[-1] if first else "its fix corrects a bug"
+
+
+def _fix_safety(doc: str) -> str:
+    """The text of a rule docstring's `## Fix safety` section, on one line."""
+    import re
+
+    match = re.search(r"## Fix safety\s*\n(.*?)(?:\n\s*## |\Z)", doc, re.S)
+    return " ".join(match.group(1).split()) if match else ""

@@ -107,4 +107,4 @@ def main(args: argparse.Namespace) -> int:
         where = f"cuda ({gpu})" if gpu else device
         render_table(rows, f"ptlint verify: torch {torch.__version__}, {where}, seed {opts.seed}, "
                            f"{opts.threads} thread{'s' * (opts.threads != 1)} per process")
-    return 0 if all(r.passed for r in rows) else 1
+    return 1 if any(r.verdict == "failed" for r in rows) else 0

@@ -201,6 +201,25 @@ def _item(t: Any, index: tuple[int, ...]) -> Any:
     return t[index].item() if index else t.item()
 
 
+def changed_leaves(a: Any, b: Any, rtol: float = DEFAULT_RTOL,
+                   atol: float = DEFAULT_ATOL) -> list[Difference]:
+    """Every result of `a` that differs from its counterpart in `b` beyond its
+    tolerance (one `Difference` each, at its largest gap)."""
+    la, lb = leaves(a), leaves(b)
+    if [p for p, _ in la] != [p for p, _ in lb]:
+        return [Difference("", math.inf, 0.0, reason="their keys or lengths differ")]
+    return [d for d in (_leaf_difference(p, x, y, rtol, atol) for (p, x), (_, y) in zip(la, lb))
+            if not d.ok]
+
+
+def by_how_much(d: Difference) -> str:
+    """`weight: by up to 0.0412 (8.1% of its largest value 0.51)`."""
+    if d.reason:
+        return d.describe()
+    share = f" ({d.diff / d.scale:.1%} of its largest value {d.scale:.3g})" if d.scale else ""
+    return f"{d.where or 'the result'}: by up to {d.diff:.3g}{share}"
+
+
 def allclose(a: Any, b: Any, rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL) -> bool:
     """Every result of `a` equals its counterpart in `b` within its tolerance."""
     return difference(a, b, rtol, atol).ok
@@ -220,9 +239,18 @@ def max_diff(a: Any, b: Any) -> tuple[float, str]:
     return worst, where
 
 
+def nothing_to_compare(result: Any) -> bool:
+    """main() returned None, or only empty containers and Nones."""
+    return all(leaf is None for _, leaf in leaves(result))
+
+
 def compare_equal(bad: Version, fixed: Version, rtol: float = DEFAULT_RTOL,
-                  atol: float = DEFAULT_ATOL) -> tuple[bool, str]:
-    """The default check: the fix keeps what main() returns."""
+                  atol: float = DEFAULT_ATOL) -> tuple[bool | None, str]:
+    """The default check: the fix keeps what main() returns. None (inconclusive)
+    when neither version returned anything to compare."""
+    if nothing_to_compare(bad.result) and nothing_to_compare(fixed.result):
+        return None, (f"nothing to compare: main() returned {_fmt(bad.result)} in both "
+                      "versions (return a dict of results, e.g. the losses or the weights)")
     d = difference(bad.result, fixed.result, rtol, atol)
     if d.ok:
         return True, f"results equal ({d.within()})"

@@ -27,9 +27,42 @@ class MemoryPoint:
 
 @dataclass
 class Timing:
-    median: float  # seconds per call of main()
+    median: float  # seconds per call of main() (of the script, for a script)
     iqr: float
     runs: int
+    samples: list[float] = field(default_factory=list)  # one time per round, for the report
+
+
+@dataclass
+class Speed:
+    """bad time / fixed time from interleaved rounds, with its confidence interval
+    (see `ptlint.verify.timing`)."""
+
+    ratio: float
+    low: float
+    high: float
+    rounds: int
+
+    @property
+    def claim(self) -> str:
+        if self.low > 1:
+            return "faster"
+        if self.high < 1:
+            return "slower"
+        return "no measurable difference"
+
+
+@dataclass
+class ScriptRun:
+    """One run of a user's script as a program (`ptlint verify train.py -- ARGS`)."""
+
+    status: int | None  # exit status; None: timed out
+    stdout: str = ""
+    stderr: str = ""
+    peak_host: int | None = None  # the process's peak resident memory
+    peak_cuda: int | None = None  # torch.cuda.max_memory_allocated(), when CUDA was used
+    steps: list[tuple[int, int]] = field(default_factory=list)  # (step, bytes) at logged losses
+    step_unit: str = "logged loss"  # what a step is: "step" when the script numbers them
 
 
 @dataclass
@@ -46,6 +79,7 @@ class Version:
     error: str | None = None
     note: str | None = None  # e.g. why a sweep was skipped
     wall: float = 0.0
+    run: ScriptRun | None = None  # a script run as a program: what its first run showed
 
     @property
     def peak(self) -> int | None:
@@ -127,7 +161,9 @@ class Spec:
         note = self.get("note")
         return note(device) if callable(note) else note
 
-    def compare(self, bad: Version, fixed: Version, reference: Version | None) -> tuple[bool, str]:
+    def compare(self, bad: Version, fixed: Version,
+                reference: Version | None) -> tuple[bool | None, str]:
+        """(passed, detail); passed None: inconclusive, nothing comparable."""
         compare = self.get("compare")
         tolerance = self.get("RTOL", DEFAULT_RTOL), self.get("ATOL", DEFAULT_ATOL)
         if compare is None and self.get("CHANGES"):
@@ -154,16 +190,29 @@ class Check:
     module_name: str = "ptlint_verify_target"
 
 
+VERDICTS = ("passed", "failed", "inconclusive")
+
+
 @dataclass
 class Row:
+    """One checked pair. verdict: passed (something was compared and held), failed,
+    or inconclusive (nothing comparable: main() returned nothing, the script
+    printed nothing)."""
+
     check: Check
     device: str
-    passed: bool
+    verdict: str
     detail: str
     bad: Version
     fixed: Version
     reference: Version | None = None
     note: str | None = None
+    speed: Speed | None = None  # from interleaved rounds, when both were timed so
+    facts: list[tuple[str, str]] = field(default_factory=list)  # (label, text) for the report
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "passed"
 
     @property
     def noisy(self) -> bool:
@@ -173,6 +222,8 @@ class Row:
 
     @property
     def ratio(self) -> float | None:
+        if self.speed is not None:
+            return self.speed.ratio
         if self.bad.timing and self.fixed.timing and self.fixed.timing.median > 0:
             return self.bad.timing.median / self.fixed.timing.median
         return None

@@ -10,6 +10,8 @@ from dataclasses import asdict
 from ptlint.verify.compare import fmt_bytes, fmt_seconds
 from ptlint.verify.model import NOISY, Row, Version
 
+_STYLE = {"passed": "[green]passed[/]", "failed": "[bold red]FAILED[/]",
+          "inconclusive": "[yellow]inconclusive[/]"}
 LABEL = 12  # width of the labels of a rule's block ("  compared  ")
 
 
@@ -42,7 +44,7 @@ def _launched(row: Row) -> str:
 
 
 def _block(row: Row, width: int) -> list[str]:
-    status = "passed" if row.passed else "FAILED"
+    status = "FAILED" if row.verdict == "failed" else row.verdict
     launch = f" (torchrun{_launched(row)})" if _launched(row) else ""
     lines = [f"{row.check.code} {row.check.name}{launch}: {status} on {row.device}"]
     lines += _wrap("compared", row.check.spec.compared, width)
@@ -68,7 +70,7 @@ def render_table(rows: list[Row], header: str) -> None:
     for column in ("bad time", "fixed time", "ratio", "bad peak", "fixed peak"):
         table.add_column(column, justify="right", no_wrap=True)
     for row in rows:
-        table.add_row(row.check.code + _launched(row), "[green]passed[/]" if row.passed else "[bold red]FAILED[/]",
+        table.add_row(row.check.code + _launched(row), _STYLE[row.verdict],
                       _time_cell(row.bad), _time_cell(row.fixed), _ratio_cell(row),
                       _peak_cell(row.bad), _peak_cell(row.fixed))
     for line in textwrap.wrap(header, width):
@@ -79,8 +81,7 @@ def render_table(rows: list[Row], header: str) -> None:
         console.print()
         for line in _block(row, width):
             console.print(line, markup=False, overflow="ignore", crop=False)
-    failed = sum(not r.passed for r in rows)
-    legend = (f"{len(rows) - failed} passed, {failed} failed. Time: median of the calls of "
+    legend = (f"{tally(rows)}. Time: median of the calls of "
               "main(); ratio: bad time / fixed time (above 1: the fix is faster); peak: memory "
               "use above the start of the call (CPU: resident set, CUDA: allocator).")
     if any(r.noisy for r in rows):
@@ -90,6 +91,13 @@ def render_table(rows: list[Row], header: str) -> None:
     console.print()
     for line in textwrap.wrap(legend, width):
         console.print(line, markup=False)
+
+
+def tally(rows: list[Row]) -> str:
+    """`3 passed, 1 failed` (`, 1 inconclusive` when there is one)."""
+    counts = {v: sum(r.verdict == v for r in rows) for v in ("passed", "failed", "inconclusive")}
+    text = f"{counts['passed']} passed, {counts['failed']} failed"
+    return text + (f", {counts['inconclusive']} inconclusive" if counts["inconclusive"] else "")
 
 
 def _version_json(v: Version | None) -> dict | None:
@@ -108,10 +116,11 @@ def _version_json(v: Version | None) -> dict | None:
 def render_json(rows: list[Row], info: dict) -> str:
     return json.dumps({
         **info,
-        "passed": all(r.passed for r in rows),
+        "passed": not any(r.verdict == "failed" for r in rows),
         "checks": [{
             "rule": r.check.code, "name": r.check.name, "source": r.check.source,
-            "device": r.device, "passed": r.passed, "compared": r.check.spec.compared,
+            "device": r.device, "verdict": r.verdict, "passed": r.passed,
+            "compared": r.check.spec.compared,
             "detail": r.detail, "ratio": r.ratio, "noisy_timing": r.noisy, "note": r.note,
             "bad": _version_json(r.bad), "fixed": _version_json(r.fixed),
             "reference": _version_json(r.reference),

@@ -308,5 +308,6 @@ def _row(check: Check, device: str, plan_note: str | None, b: Version, f: Versio
     if f.nproc > 1 and not errors:
         notes.append(f"the fixed version was launched with `torchrun --nproc_per_node={f.nproc}`"
                      "; its time and memory are rank 0's")
-    return Row(check, device, bool(passed), detail, b, f, r,
+    verdict = "inconclusive" if passed is None else "passed" if passed else "failed"
+    return Row(check, device, verdict, detail, b, f, r,
                f"{check.code}: " + "; ".join(notes) if notes else None)
