@@ -176,7 +176,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGHUP, _terminate)
     _tolerant_streams()
     try:
+        from ptlint.verify.command import split_script_args
+
+        argv, script_args = split_script_args(argv)
         args = _parse(build_parser(), argv)
+        args.script_args = script_args
         if args.command == "rule":
             return cmd_rule(args.code)
         if args.command == "rules":

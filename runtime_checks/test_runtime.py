@@ -244,14 +244,6 @@ def test_user_script_with_nothing_to_fix(tmp_path, capsys):
     assert "nothing to fix" in capsys.readouterr().err
 
 
-def test_user_script_without_main_is_an_error(tmp_path, capsys):
-    script = tmp_path / "nomain.py"
-    script.write_text("import torch.nn as nn\nmodel = nn.DataParallel(nn.Linear(2, 2))\n")
-    assert cli_main(["verify", str(script)]) == 2
-    assert "main(device)" in capsys.readouterr().err
-    assert script.read_text().startswith("import torch.nn")
-
-
 # -- usage ------------------------------------------------------------------------------
 def test_unknown_rule_is_an_error(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)

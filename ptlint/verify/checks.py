@@ -116,9 +116,10 @@ def checks_for_rules(root: Path | None, codes: list[str]) -> list[Check]:
     return checks
 
 
-def check_for_script(path: Path, root: Path | None, workdir: Path) -> Check | None:
-    """Fix a copy of the user's script (safe and unsafe fixes) in `workdir`.
-    None when ptlint has nothing to fix in it. The script itself is only read."""
+def fix_script(path: Path) -> tuple[list[str], str] | None:
+    """The codes of the findings ptlint fixes in `path` (safe and unsafe fixes, as
+    `--fix --unsafe-fixes`), and the fixed text; None when there is nothing to fix.
+    The script itself is only read."""
     from ptlint.config import find_config, load_config
     from ptlint.engine.fix import fix_text
     from ptlint.engine.lint import lint_text
@@ -126,19 +127,43 @@ def check_for_script(path: Path, root: Path | None, workdir: Path) -> Check | No
 
     if not path.is_file():
         raise UsageError(f"{path}: no such file")
-    if not defines_main(path):
-        raise UsageError(f"{path}: defines no top-level main(device) to run")
     text = decode(path.read_bytes()).text
     settings = load_config(find_config(path))
     before = lint_text(text, str(path), settings)
     codes = sorted({f.code for f in before.findings if f.fix is not None
                     and settings.fix_allowed(f.code, f.fix.safety, unsafe=True)})
     fixed = fix_text(text, str(path), settings, unsafe=True)
-    if fixed.text == text:
+    return None if fixed.text == text else (codes, fixed.text)
+
+
+def takes_device(path: Path) -> bool:
+    """`path` defines a top-level main() with a `device` parameter: verify calls
+    it (the function mode); any other script is run as a program."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "main"
+               and "device" in [a.arg for a in n.args.args + n.args.kwonlyargs]
+               for n in tree.body)
+
+
+def check_for_script(path: Path, root: Path | None, workdir: Path) -> Check | None:
+    """Fix a copy of the user's script (safe and unsafe fixes) in `workdir`, to
+    call its main(device). None when ptlint has nothing to fix in it."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    if not defines_main(path):
+        raise UsageError(f"{path}: defines no top-level main(device) to run")
+    fixed = fix_script(path)
+    if fixed is None:
         return None
+    codes, text = fixed
     copy = workdir / "fixed" / path.name
     copy.parent.mkdir(parents=True, exist_ok=True)
-    copy.write_text(fixed.text, encoding="utf-8")
+    copy.write_text(text, encoding="utf-8")
     specs = [load_spec(root, c) for c in codes]
     spec = ScriptSpec(",".join(codes), specs)
     stem = path.stem if path.stem.isidentifier() else "ptlint_verify_target"
@@ -156,7 +181,7 @@ class ScriptSpec(Spec):
         super().__init__(code)
         self.specs = specs
 
-    def _changing(self) -> dict[str, str]:
+    def changing(self) -> dict[str, str]:
         """The applied fixes documented to change results: code -> why."""
         from ptlint.model import Safety
         from ptlint.rule import registry
@@ -184,7 +209,7 @@ class ScriptSpec(Spec):
         passed, detail = compare_equal(bad, fixed)
         if passed is not False:
             return passed, detail
-        changing = self._changing()
+        changing = self.changing()
         if not changing:
             return False, detail
         changed = "; ".join(by_how_much(d) for d in changed_leaves(bad.result, fixed.result))

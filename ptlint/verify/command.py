@@ -12,7 +12,8 @@ if TYPE_CHECKING:  # `ptlint` builds its parser from this module: keep its impor
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("targets", nargs="*", metavar="RULE|SCRIPT",
                         help="rule codes (default: every rule with runnable fixtures) or "
-                             "Python files that define main(device)")
+                             "Python files: one that defines main(device) has it called, "
+                             "any other runs as a program, with the arguments after `--`")
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
                         help="where main() runs (auto: CUDA when available)")
     parser.add_argument("--output-format", choices=("full", "json"), default="full")
@@ -22,6 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time limit for each version's process")
     parser.add_argument("--min-time", type=float, default=0.5, metavar="SECONDS",
                         help="how long to time each version (blocked autorange)")
+    parser.add_argument("--rounds", type=int, default=5, metavar="N",
+                        help="interleaved timing rounds, bad then fixed (default 5): a script "
+                             "runs N times each; the ratio's confidence interval comes from "
+                             "them")
     parser.add_argument("--no-timing", dest="timing", action="store_false",
                         help="check results and memory only")
     parser.add_argument("--threads", type=int, default=1,
@@ -37,6 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "else the pairs this ptlint was installed with)")
 
 
+def split_script_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`verify train.py -- --epochs 1`: (what ptlint parses, the script's arguments)."""
+    if argv[:1] == ["verify"] and "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1:]
+    return argv, []
+
+
 def _error(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
@@ -47,7 +60,9 @@ def main(args: argparse.Namespace) -> int:
     import warnings
     from concurrent.futures import ThreadPoolExecutor
 
-    from ptlint.verify.checks import CODE, UsageError, check_for_script, checks_for_rules, find_root
+    from ptlint.verify.checks import (CODE, UsageError, check_for_script, checks_for_rules,
+                                      find_root, takes_device)
+    from ptlint.verify.script import prepare, run_program
     from ptlint.verify.report import render_json, render_table
     from ptlint.verify.run import (Options, finish_check, fork_available, fork_context, plan_check,
                                    start_check)
@@ -67,18 +82,27 @@ def main(args: argparse.Namespace) -> int:
         return _error("--device cuda: CUDA is not available (torch "
                       f"{torch.__version__}); use --device cpu or auto")
     opts = Options(device=device, seed=args.seed, timeout=args.timeout, min_time=args.min_time,
-                   timing=args.timing, jobs=max(1, args.jobs), threads=max(1, args.threads),
+                   timing=args.timing, rounds=max(1, args.rounds), jobs=max(1, args.jobs), threads=max(1, args.threads),
                    fork=args.fork and fork_available())
     root = args.root.resolve() if args.root else find_root()
     if args.root and not (root / "fixtures").is_dir():
         return _error(f"--root {args.root}: no fixtures/ folder there")
     codes = [t.upper() for t in args.targets if CODE.match(t) and not Path(t).exists()]
     scripts = [Path(t) for t in args.targets if t.upper() not in codes]
+    script_args = list(getattr(args, "script_args", []))
+    programs = [s for s in scripts if script_args or not takes_device(s)]
+    scripts = [s for s in scripts if s not in programs]
     with tempfile.TemporaryDirectory(prefix="ptlint-verify-") as tmp:
         workdir = Path(tmp)
         try:
-            checks = checks_for_rules(root, codes) if codes or not scripts else []
-            nothing = []
+            checks = checks_for_rules(root, codes) if codes or not (scripts or programs) else []
+            nothing, runs = [], []
+            for number, program in enumerate(programs):
+                check = prepare(program, script_args, root, workdir / f"program{number}")
+                if check is None:
+                    nothing.append(str(program))
+                else:
+                    runs.append(check)
             for script in scripts:
                 check = check_for_script(script, root, workdir)
                 if check is None:
@@ -90,14 +114,15 @@ def main(args: argparse.Namespace) -> int:
         for script in nothing:
             print(f"{script}: ptlint has nothing to fix, so there is nothing to verify",
                   file=sys.stderr)
-        if not checks:
+        if not checks and not runs:
             return 0 if nothing else _error("no runnable bad/fixed pairs found")
         plans = [plan_check(check, opts) for check in checks]
-        if opts.fork and any(p.device == "cpu" for p in plans):
+        if opts.fork and (runs and device == "cpu" or any(p.device == "cpu" for p in plans)):
             fork_context(opts.threads)  # before any thread: it briefly swaps os.environ
+        rows = [run_program(check, script_args, opts, check.bad.parent.parent) for check in runs]
         with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
             pending = [start_check(p, opts, workdir, pool) for p in plans]
-            rows = [row for p in pending for row in finish_check(p)]
+            rows += [row for p in pending for row in finish_check(p)]
     gpu = torch.cuda.get_device_name(0) if device == "cuda" else None
     info = {"torch": torch.__version__, "device": device, "gpu": gpu, "seed": opts.seed,
             "threads": opts.threads, "python": sys.version.split()[0]}

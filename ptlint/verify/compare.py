@@ -279,12 +279,17 @@ def compare_changes(bad: Version, fixed: Version, changes: dict[str, str],
     return True, detail + (f"; {', '.join(sorted(kept))} equal ({d.within()})" if kept else "")
 
 
-def growth_per_step(points: list[tuple[Any, MemoryPoint]], attr: str = "retained") -> float | None:
-    """Least-squares slope of a memory measure against the swept value."""
-    pairs = [(float(v), float(getattr(p, attr))) for v, p in points if getattr(p, attr) is not None]
+def slope(pairs: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of y against x over (x, y) pairs."""
     if len(pairs) < 2:
         return None
     mx = sum(x for x, _ in pairs) / len(pairs)
     my = sum(y for _, y in pairs) / len(pairs)
     sxx = sum((x - mx) ** 2 for x, _ in pairs)
     return sum((x - mx) * (y - my) for x, y in pairs) / sxx if sxx else None
+
+
+def growth_per_step(points: list[tuple[Any, MemoryPoint]], attr: str = "retained") -> float | None:
+    """Least-squares slope of a memory measure against the swept value."""
+    return slope([(float(v), float(getattr(p, attr))) for v, p in points
+                  if getattr(p, attr) is not None])

@@ -83,6 +83,8 @@ class Version:
 
     @property
     def peak(self) -> int | None:
+        if self.run is not None:
+            return self.run.peak_cuda if self.run.peak_cuda is not None else self.run.peak_host
         return self.memory[0].peak if self.memory else None
 
     def sweep(self, name: str) -> list[tuple[Any, MemoryPoint]]:

@@ -27,7 +27,11 @@ def _peak_cell(v: Version) -> str:
 
 def _ratio_cell(row: Row) -> str:
     ratio = row.ratio
-    return "-" if ratio is None else f"{ratio:.2f}x" + ("?" if row.noisy else "")
+    if ratio is None:
+        return "-"
+    if row.speed is not None:
+        return f"{ratio:.2f}x" + ("~" if row.speed.claim == "no measurable difference" else "")
+    return f"{ratio:.2f}x" + ("?" if row.noisy else "")
 
 
 def _wrap(label: str, text: str, width: int) -> list[str]:
@@ -49,6 +53,8 @@ def _block(row: Row, width: int) -> list[str]:
     lines = [f"{row.check.code} {row.check.name}{launch}: {status} on {row.device}"]
     lines += _wrap("compared", row.check.spec.compared, width)
     lines += _wrap("found", row.detail, width)
+    for label, text in row.facts:
+        lines += _wrap(label, text, width)
     if row.note:
         lines += _wrap("note", row.note.removeprefix(f"{row.check.code}: "), width)
     for v in (row.bad, row.fixed, row.reference):
@@ -81,10 +87,14 @@ def render_table(rows: list[Row], header: str) -> None:
         console.print()
         for line in _block(row, width):
             console.print(line, markup=False, overflow="ignore", crop=False)
-    legend = (f"{tally(rows)}. Time: median of the calls of "
-              "main(); ratio: bad time / fixed time (above 1: the fix is faster); peak: memory "
-              "use above the start of the call (CPU: resident set, CUDA: allocator).")
-    if any(r.noisy for r in rows):
+    legend = (f"{tally(rows)}. Time: median of the calls of main() (of the runs, for a "
+              "script run as a program); ratio: bad time / fixed time (above 1: the fix is "
+              "faster); peak: memory use above the start of the call (CPU: resident set, "
+              "CUDA: allocator; a program's whole peak).")
+    if any(r.speed is not None and r.speed.claim == "no measurable difference" for r in rows):
+        legend += (" ~: no measurable difference (the ratio's 95% confidence interval "
+                   "includes 1).")
+    if any(r.noisy and r.speed is None for r in rows):
         legend += (f" ?: noisy timing (interquartile range above {NOISY:.0%} of the median): "
                    "the machine is busy; trust the ratio less, or rerun with a larger "
                    "--min-time.")
@@ -110,6 +120,7 @@ def _version_json(v: Version | None) -> dict | None:
         "peak_bytes": v.peak,
         "memory": [asdict(p) for p in v.memory],
         "note": v.note,
+        "run": asdict(v.run) if v.run else None,
     }
 
 
@@ -122,6 +133,8 @@ def render_json(rows: list[Row], info: dict) -> str:
             "device": r.device, "verdict": r.verdict, "passed": r.passed,
             "compared": r.check.spec.compared,
             "detail": r.detail, "ratio": r.ratio, "noisy_timing": r.noisy, "note": r.note,
+            "speed": {**asdict(r.speed), "claim": r.speed.claim} if r.speed else None,
+            "facts": [list(f) for f in r.facts],
             "bad": _version_json(r.bad), "fixed": _version_json(r.fixed),
             "reference": _version_json(r.reference),
         } for r in rows],

@@ -27,6 +27,7 @@ class Options:
     min_time: float = 0.5
     timing: bool = True
     repeats: int = 5
+    rounds: int = 5  # interleaved timing rounds (bad, fixed, bad, fixed, ...)
     jobs: int = 1
     threads: int = 1
     fork: bool = True  # CPU versions forked from a server that imported torch once
