@@ -88,7 +88,16 @@ def test_both_versions_timed_and_measured(cpu_run, code):
         assert v["error"] is None, v["error"]
         assert v["time"]["median"] > 0 and v["time"]["runs"] >= 1
         assert v["memory"] and v["memory"][0]["params"] == {}
-    assert row["ratio"] > 0
+    speed = row["speed"]  # bad and fixed timed in turns, 5 rounds
+    assert speed["rounds"] == 5 and speed["low"] <= speed["ratio"] <= speed["high"]
+    assert row["ratio"] == speed["ratio"]
+    assert len(row["bad"]["time"]["samples"]) == len(row["fixed"]["time"]["samples"]) == 5
+    claim = ("faster" if speed["low"] > 1 else "slower" if speed["high"] < 1
+             else "no measurable difference")
+    assert speed["claim"] == claim
+    assert [text for label, text in row["facts"] if label == "time"][0].startswith(
+        {"faster": "fixed is ", "slower": "fixed is ",
+         "no measurable difference": "no measurable difference (bad / fixed "}[claim])
 
 
 def test_ptl001_memory_grows_with_steps_only_in_bad(cpu_run):
@@ -115,13 +124,19 @@ def test_ptl102_fixed_runs_with_plain_python_and_under_torchrun(cpu_run):
     plain, torchrun = rows(cpu_run)["PTL102"], rows(cpu_run)["PTL102 x2"]
     assert plain["bad"]["processes"] == torchrun["bad"]["processes"] == 1
     assert plain["fixed"]["processes"] == 1 and torchrun["fixed"]["processes"] == 2
-    assert plain["bad"] == torchrun["bad"]  # one run of the original, judged twice
+    # one run of the original, judged twice (the plain row times it against its fixed twin)
+    assert {k: v for k, v in plain["bad"].items() if k != "time"} == \
+        {k: v for k, v in torchrun["bad"].items() if k != "time"}
     for row, mode in ((plain, "plain python"), (torchrun, "torchrun x2")):
         assert row["passed"], row["detail"]
         assert row["detail"].startswith(f"{mode}: loaded the original's checkpoint (`module.` "
                                         "kept); parameters equal"), row["detail"]
     assert "torchrun --nproc_per_node=2" in torchrun["note"]
     assert "torchrun" not in plain["note"].split("; ", 1)[-1]
+    assert plain["speed"]["rounds"] == 5 and torchrun["speed"] is None
+    assert torchrun["ratio"] is None  # two processes on the cores one uses: not comparable
+    time = [text for label, text in torchrun["facts"] if label == "time"]
+    assert time and time[0].endswith("not a meaningful comparison on CPU, without 2 GPUs")
 
 
 def test_ptl102_a_fix_that_drops_the_wrapper_fails(tmp_path):

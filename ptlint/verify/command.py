@@ -122,7 +122,7 @@ def main(args: argparse.Namespace) -> int:
         rows = [run_program(check, script_args, opts, check.bad.parent.parent) for check in runs]
         with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
             pending = [start_check(p, opts, workdir, pool) for p in plans]
-            rows += [row for p in pending for row in finish_check(p)]
+            rows += [row for p in pending for row in finish_check(p, opts)]
     gpu = torch.cuda.get_device_name(0) if device == "cuda" else None
     info = {"torch": torch.__version__, "device": device, "gpu": gpu, "seed": opts.seed,
             "threads": opts.threads, "python": sys.version.split()[0]}

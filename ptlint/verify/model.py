@@ -211,6 +211,7 @@ class Row:
     note: str | None = None
     speed: Speed | None = None  # from interleaved rounds, when both were timed so
     facts: list[tuple[str, str]] = field(default_factory=list)  # (label, text) for the report
+    comparable_time: bool = True  # False: the two times mean nothing side by side (PTL102 on CPU)
 
     @property
     def passed(self) -> bool:
@@ -224,6 +225,8 @@ class Row:
 
     @property
     def ratio(self) -> float | None:
+        if not self.comparable_time:
+            return None
         if self.speed is not None:
             return self.speed.ratio
         if self.bad.timing and self.fixed.timing and self.fixed.timing.median > 0:

@@ -94,7 +94,7 @@ def render_table(rows: list[Row], header: str) -> None:
     if any(r.speed is not None and r.speed.claim == "no measurable difference" for r in rows):
         legend += (" ~: no measurable difference (the ratio's 95% confidence interval "
                    "includes 1).")
-    if any(r.noisy and r.speed is None for r in rows):
+    if any(r.noisy and r.speed is None and r.comparable_time for r in rows):
         legend += (f" ?: noisy timing (interquartile range above {NOISY:.0%} of the median): "
                    "the machine is busy; trust the ratio less, or rerun with a larger "
                    "--min-time.")

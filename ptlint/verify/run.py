@@ -6,11 +6,13 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ptlint.verify.model import Check, MemoryPoint, Row, Timing, Version
+from ptlint.verify.compare import fmt_seconds
+from ptlint.verify.model import Check, MemoryPoint, Row, Speed, Timing, Version
+from ptlint.verify.timing import describe, speed
 from ptlint.verify.worker import worker
 
 if TYPE_CHECKING:
@@ -48,26 +50,28 @@ def _worker_env(device: str, seed: int, threads: int) -> dict[str, str]:
 
 
 def run_version(label: str, path: Path, function: str, check: Check, device: str,
-                nproc: int, opts: Options, workdir: Path) -> Version:
+                nproc: int, opts: Options, workdir: Path, timing: bool = False) -> Version:
     """Run one version. On CPU in one process, results and memory (glibc's mmap
     threshold fixed, so resident memory follows what tensors hold), then in a
     second process the timing (glibc as usual: a fixed threshold would make every
     large allocation a system call). CUDA memory comes from torch's allocator and
-    torchrun is launched once, so there one process does all three."""
+    torchrun is launched once, so there one process does all three. `timing`:
+    time it here too (a check launched under torchrun); else `time_pair` times it
+    against its counterpart."""
     tag = f"{check.code.replace(',', '_')}_{label}" + (f"_x{nproc}" if nproc > 1 else "")
     base = {
         "file": str(path.resolve()), "function": function, "module": check.module_name,
         "device": device, "seed": opts.seed, "sweep": check.spec.sweep if label != "reference"
         else {}, "min_time": opts.min_time, "repeats": opts.repeats,
         "sys_path": list(check.sys_path), "result": str(workdir / f"{tag}.pt"),
-        "threads": opts.threads,
+        "threads": opts.threads, "pair": None,
     }
     if device == "cpu" and nproc == 1:
         runs = [("measure", {"results": True, "timing": False, "fix_mmap": True})]
-        if opts.timing:
+        if timing:
             runs.append(("time", {"results": False, "timing": True, "fix_mmap": False}))
     else:
-        runs = [("all", {"results": True, "timing": opts.timing, "fix_mmap": False})]
+        runs = [("all", {"results": True, "timing": timing, "fix_mmap": False})]
     version = Version(label, str(path), device, nproc)
     start = time.perf_counter()
     try:
@@ -238,6 +242,7 @@ class _Pending:
     launches: tuple[int, ...]  # process counts of the fixed version, one row each
     note: str | None
     futures: list  # bad, fixed (one per launch)[, reference]
+    folder: Path | None = None  # where its versions run (set by start_check)
 
 
 def plan_check(check: Check, opts: Options) -> _Pending:
@@ -264,14 +269,20 @@ def start_check(pending: _Pending, opts: Options, workdir: Path,
                 pool: ThreadPoolExecutor) -> _Pending:
     """Submit the check's versions. They run in a folder of the check's own (their
     working directory); the pool takes tasks in order, so a fixed version waiting
-    for bad never waits for a task behind it."""
+    for bad never waits for a task behind it. A version launched under torchrun
+    (and the original it is judged against) times itself; the others are timed
+    in pairs by `finish_check`."""
     check, device = pending.check, pending.device
     folder = workdir / check.code.replace(",", "_")
     folder.mkdir(parents=True, exist_ok=True)
-    bad = pool.submit(run_version, "bad", check.bad, "main", check, device, 1, opts, folder)
+    pending.folder = folder
+    apart = opts.timing and max(pending.launches) > 1
+    bad = pool.submit(run_version, "bad", check.bad, "main", check, device, 1, opts, folder,
+                      apart)
     pending.futures = [bad]
     for nproc in pending.launches:
-        args = ("fixed", check.fixed, "main", check, device, nproc, opts, folder)
+        args = ("fixed", check.fixed, "main", check, device, nproc, opts, folder,
+                opts.timing and nproc > 1)
         pending.futures.append(pool.submit(_after, bad, run_version, *args)
                                if check.spec.reads_bad_files else pool.submit(run_version, *args))
     if check.spec.has_reference:
@@ -280,18 +291,58 @@ def start_check(pending: _Pending, opts: Options, workdir: Path,
     return pending
 
 
-def finish_check(pending: _Pending) -> list[Row]:
-    """A row per launch of the fixed version, each judged against the same bad run."""
+def time_pair(check: Check, bad: Version, fixed: Version, device: str, opts: Options,
+              workdir: Path) -> Speed | None:
+    """Time bad and fixed in one process, in interleaved rounds (bad, fixed, bad,
+    fixed, ...: the machine's drift touches both alike); set each version's
+    timing and return the ratio with its confidence interval."""
+    tag = f"{check.code.replace(',', '_')}_pair"
+    job = {
+        "pair": [{"file": str(Path(v.path).resolve()), "module": f"{check.module_name}_{v.label}"}
+                 for v in (bad, fixed)],
+        "device": device, "seed": opts.seed, "min_time": opts.min_time, "rounds": opts.rounds,
+        "sys_path": list(check.sys_path), "threads": opts.threads, "fix_mmap": False,
+        "metrics": str(workdir / f"{tag}.json"),
+    }
+    try:
+        metrics = _launch(job, workdir / tag, device, 1, opts)
+    except _RunError as exc:
+        bad.note = "; ".join(n for n in (bad.note, f"timing failed: {exc}") if n)
+        return None
+    for version, samples in zip((bad, fixed), zip(*metrics["rounds"])):
+        version.timing = timing_of(list(samples))
+    return speed([r[0] for r in metrics["rounds"]], [r[1] for r in metrics["rounds"]])
+
+
+def timing_of(samples: list[float]) -> Timing:
+    import statistics
+
+    q = statistics.quantiles(samples, n=4) if len(samples) > 1 else [samples[0]] * 3
+    return Timing(statistics.median(samples), q[2] - q[0], len(samples), samples)
+
+
+def finish_check(pending: _Pending, opts: Options | None = None) -> list[Row]:
+    """A row per launch of the fixed version, each judged against the same bad run.
+    With `opts` (and timing on), a fixed version in one process is timed in
+    interleaved rounds against the original (a copy of it, for its row)."""
     check, device = pending.check, pending.device
     versions = [f.result() for f in pending.futures]
     b = versions[0]
     fixed = versions[1:1 + len(pending.launches)]
     r = versions[-1] if check.spec.has_reference else None
-    return [_row(check, device, pending.note, b, f, r) for f in fixed]
+    rows = []
+    for f in fixed:
+        bad, pair = b, None
+        if opts is not None and opts.timing and f.nproc == 1 and pending.folder is not None \
+                and not (b.error or f.error):
+            bad = replace(b)  # this row's timing of the original; the shared run keeps its own
+            pair = time_pair(check, bad, f, device, opts, pending.folder)
+        rows.append(_row(check, device, pending.note, bad, f, r, pair))
+    return rows
 
 
 def _row(check: Check, device: str, plan_note: str | None, b: Version, f: Version,
-         r: Version | None) -> Row:
+         r: Version | None, pair: Speed | None = None) -> Row:
     errors = [(v.label, v.error) for v in (b, f, r) if v is not None and v.error]
     if errors:
         passed = False
@@ -310,5 +361,13 @@ def _row(check: Check, device: str, plan_note: str | None, b: Version, f: Versio
         notes.append(f"the fixed version was launched with `torchrun --nproc_per_node={f.nproc}`"
                      "; its time and memory are rank 0's")
     verdict = "inconclusive" if passed is None else "passed" if passed else "failed"
-    return Row(check, device, verdict, detail, b, f, r,
-               f"{check.code}: " + "; ".join(notes) if notes else None)
+    row = Row(check, device, verdict, detail, b, f, r,
+              f"{check.code}: " + "; ".join(notes) if notes else None, speed=pair)
+    if pair is not None:
+        row.facts.append(("time", describe(pair)))
+    elif f.nproc > 1 and device == "cpu" and b.timing and f.timing:
+        row.comparable_time = False
+        row.facts.append(("time", f"bad {fmt_seconds(b.timing.median)}, fixed "
+                                  f"{fmt_seconds(f.timing.median)} ({f.nproc} processes): not "
+                                  f"a meaningful comparison on CPU, without {f.nproc} GPUs"))
+    return row

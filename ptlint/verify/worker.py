@@ -194,6 +194,28 @@ def _sweep_points(fn: Callable, sweep: dict) -> tuple[list[dict], str | None]:
     return points, None
 
 
+def _time_pair(fns: list[Callable], device: str, min_time: float, rounds: int,
+               threads: int) -> list[list[float]]:
+    """Seconds per call of each function, round by round, the functions taking
+    turns (bad, fixed, bad, fixed, ...): [[bad, fixed], ...]."""
+    from torch.utils.benchmark import Timer
+
+    timers = [Timer(stmt="fn(device)", globals={"fn": fn, "device": device},
+                    num_threads=threads) for fn in fns]  # each synchronises CUDA itself
+    for timer in timers:
+        timer.timeit(number=1)  # warm-up
+    block = max(min_time / rounds, 0.01)
+    return [[timer.blocked_autorange(min_run_time=block).median for timer in timers]
+            for _ in range(rounds)]
+
+
+def _pair(job: dict) -> dict:
+    fns = [_load_function(v["file"], "main", v["module"]) for v in job["pair"]]
+    _seed(job["seed"])
+    return {"error": None, "rounds": _time_pair(fns, job["device"], job["min_time"],
+                                                job["rounds"], job["threads"])}
+
+
 def worker(job_path: str) -> int:
     import traceback
     import warnings
@@ -211,24 +233,7 @@ def worker(job_path: str) -> int:
     try:
         for entry in reversed(job["sys_path"]):
             sys.path.insert(0, entry)
-        fn = _load_function(job["file"], job["function"], job["module"])
-        device, seed = job["device"], job["seed"]
-        metrics = {"error": None}
-        if job["results"]:
-            _seed(seed)
-            result = fn(device)  # the results compared; also the warm-up
-            _sync(device)
-            saved = _to_cpu(result)
-            del result
-            points, note = _sweep_points(fn, job["sweep"])
-            metrics["memory"] = [_measure(fn, p, device, seed) for p in [{}, *points]]
-            metrics["note"] = note
-            if rank == 0:
-                torch.save(saved, job["result"])
-        if job["timing"]:  # Timer warms up itself
-            _seed(seed)
-            metrics["timing"] = _time(fn, device, job["min_time"], job["repeats"],
-                                      job["threads"])
+        metrics = _pair(job) if job.get("pair") else _version(job, rank)
     except BaseException:  # noqa: BLE001 - report whatever main() raised
         metrics = {"error": traceback.format_exc()}
     finally:
@@ -243,6 +248,30 @@ def worker(job_path: str) -> int:
             path = path.with_name(f"{path.stem}.rank{rank}.json")
         path.write_text(json.dumps(metrics), encoding="utf-8")
     return 1 if metrics.get("error") else 0
+
+
+def _version(job: dict, rank: int) -> dict:
+    """One version: its results (saved by rank 0), memory, and its timing when asked."""
+    import torch
+
+    fn = _load_function(job["file"], job["function"], job["module"])
+    device, seed = job["device"], job["seed"]
+    metrics: dict[str, Any] = {"error": None}
+    if job["results"]:
+        _seed(seed)
+        result = fn(device)  # the results compared; also the warm-up
+        _sync(device)
+        saved = _to_cpu(result)
+        del result
+        points, note = _sweep_points(fn, job["sweep"])
+        metrics["memory"] = [_measure(fn, p, device, seed) for p in [{}, *points]]
+        metrics["note"] = note
+        if rank == 0:
+            torch.save(saved, job["result"])
+    if job["timing"]:  # Timer warms up itself
+        _seed(seed)
+        metrics["timing"] = _time(fn, device, job["min_time"], job["repeats"], job["threads"])
+    return metrics
 
 
 if __name__ == "__main__":
