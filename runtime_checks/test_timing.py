@@ -48,8 +48,8 @@ def test_the_table_marks_a_ratio_without_measurable_difference():
     row = model.Row(None, "cpu", "passed", "", model.Version("bad", "b", "cpu"),  # type: ignore
                     model.Version("fixed", "f", "cpu"),
                     speed=model.Speed(1.05, 0.9, 1.2, 5))
-    assert report._ratio_cell(row) == "1.05x~"
+    assert report.ratio_cell(row) == "1.05x~"
     row.speed = model.Speed(2.0, 1.8, 2.2, 5)
-    assert report._ratio_cell(row) == "2.00x"
+    assert report.ratio_cell(row) == "2.00x"
     row.comparable_time = False
-    assert report._ratio_cell(row) == "-"
+    assert report.ratio_cell(row) == "-"

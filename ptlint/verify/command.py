@@ -17,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
                         help="where main() runs (auto: CUDA when available)")
     parser.add_argument("--output-format", choices=("full", "json"), default="full")
+    parser.add_argument("--report", type=Path, metavar="FILE.html",
+                        help="also write one self-contained HTML page: memory over steps, "
+                             "time per round and the verdicts, charted (needs matplotlib)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed for torch, random (and numpy) before every call of main()")
     parser.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
@@ -75,6 +78,15 @@ def main(args: argparse.Namespace) -> int:
                       "torch, or install ptlint with its extra: pip install "
                       "'/path/to/ptlint[runtime]'")
 
+    if args.report is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            return _error("--report draws its charts with matplotlib: pip install matplotlib, "
+                          "or install ptlint with its extra: pip install "
+                          "'/path/to/ptlint[runtime]'")
+        if not args.report.parent.resolve().is_dir():
+            return _error(f"--report {args.report}: no folder {args.report.parent}")
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -126,10 +138,17 @@ def main(args: argparse.Namespace) -> int:
     gpu = torch.cuda.get_device_name(0) if device == "cuda" else None
     info = {"torch": torch.__version__, "device": device, "gpu": gpu, "seed": opts.seed,
             "threads": opts.threads, "python": sys.version.split()[0]}
+    where = f"cuda ({gpu})" if gpu else device
+    header = (f"ptlint verify: torch {torch.__version__}, {where}, seed {opts.seed}, "
+              f"{opts.threads} thread{'s' * (opts.threads != 1)} per process")
     if args.output_format == "json":
         print(render_json(rows, info))
     else:
-        where = f"cuda ({gpu})" if gpu else device
-        render_table(rows, f"ptlint verify: torch {torch.__version__}, {where}, seed {opts.seed}, "
-                           f"{opts.threads} thread{'s' * (opts.threads != 1)} per process")
+        render_table(rows, header)
+    if args.report is not None:
+        from ptlint.verify.html import write_html
+
+        write_html(rows, header, args.report)
+        print(f"report written to {args.report}",
+              file=sys.stderr if args.output_format == "json" else sys.stdout)
     return 1 if any(r.verdict == "failed" for r in rows) else 0

@@ -25,7 +25,7 @@ def _peak_cell(v: Version) -> str:
     return "error" if v.error else fmt_bytes(v.peak)
 
 
-def _ratio_cell(row: Row) -> str:
+def ratio_cell(row: Row) -> str:
     ratio = row.ratio
     if ratio is None:
         return "-"
@@ -41,7 +41,7 @@ def _wrap(label: str, text: str, width: int) -> list[str]:
                          subsequent_indent=" " * LABEL, break_on_hyphens=False) or [head]
 
 
-def _launched(row: Row) -> str:
+def launched(row: Row) -> str:
     """` x2` for a row whose fixed version ran under `torchrun --nproc_per_node=2`:
     a check launched both ways (NPROC = (1, 2)) has a row each."""
     return f" x{row.fixed.nproc}" if row.fixed.nproc > 1 else ""
@@ -49,7 +49,7 @@ def _launched(row: Row) -> str:
 
 def _block(row: Row, width: int) -> list[str]:
     status = "FAILED" if row.verdict == "failed" else row.verdict
-    launch = f" (torchrun{_launched(row)})" if _launched(row) else ""
+    launch = f" (torchrun{launched(row)})" if launched(row) else ""
     lines = [f"{row.check.code} {row.check.name}{launch}: {status} on {row.device}"]
     lines += _wrap("compared", row.check.spec.compared, width)
     lines += _wrap("found", row.detail, width)
@@ -76,8 +76,8 @@ def render_table(rows: list[Row], header: str) -> None:
     for column in ("bad time", "fixed time", "ratio", "bad peak", "fixed peak"):
         table.add_column(column, justify="right", no_wrap=True)
     for row in rows:
-        table.add_row(row.check.code + _launched(row), _STYLE[row.verdict],
-                      _time_cell(row.bad), _time_cell(row.fixed), _ratio_cell(row),
+        table.add_row(row.check.code + launched(row), _STYLE[row.verdict],
+                      _time_cell(row.bad), _time_cell(row.fixed), ratio_cell(row),
                       _peak_cell(row.bad), _peak_cell(row.fixed))
     for line in textwrap.wrap(header, width):
         console.print(line, markup=False)
