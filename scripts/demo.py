@@ -7,7 +7,10 @@
    expected, then one file's findings in full;
 2. the autofixer: `--diff` of a copy of a bad fixture, `--fix`, and the fixed
    copy linted clean;
-3. the runtime companion: `ptlint verify VERIFY_ARG...`;
+3. the runtime companion: `ptlint verify --report verify.html VERIFY_ARG...` (the
+   HTML report, charts included, is left in verify.html);
+4. a training script run as a user runs it: `ptlint verify
+   runtime_checks/programs/train_digits.py -- --epochs 1`;
 
 then one line that sums it up. Exits 0 only when every step did what it should:
 findings where they are expected (exit 1), a clean file after the fix (exit 0),
@@ -28,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PTLINT = Path(sys.executable).parent / "ptlint"
 FIXED_EXAMPLE = "PTL110_log_of_one_plus"  # every finding has a safe fix
+REPORT = "verify.html"  # step 3's HTML report, in the checkout (git ignores it)
 
 
 class Demo:
@@ -71,8 +75,13 @@ def main(verify_args: list[str]) -> int:
 
     demo.section("3. the runtime companion: each rule's bad and fixed programs run, "
                  "checked, timed and measured")
-    verified = demo.run(["verify", *verify_args], expect=0)
+    verified = demo.run(["verify", "--report", REPORT, *verify_args], expect=0)
     tally = re.search(r"(\d+) passed, (\d+) failed", verified)
+
+    demo.section("4. a training script as you would run it: the original against its fixed "
+                 "copy, output, memory and time compared")
+    demo.run(["verify", "runtime_checks/programs/train_digits.py", "--rounds", "3", "--",
+              "--epochs", "1"], expect=0)
 
     if demo.failures:
         print(f"demo FAILED: {'; '.join(demo.failures)}")

@@ -46,6 +46,11 @@ def test_make_demo_shows_findings_the_autofixer_and_verify_and_passes():
     assert "All checks passed!" in proc.stdout[clean:]
     # the runtime companion, then one line that sums it up
     assert "PTL110 log-of-one-plus: passed on cpu" in proc.stdout
+    assert "report written to verify.html" in proc.stdout
+    assert (ROOT / "verify.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    # a training script run as a program: its validation's memory, and output compared
+    assert "PTL001 train_digits.py: passed on cpu" in proc.stdout
+    assert "found     output equal: " in proc.stdout
     assert lines[-1].startswith("demo passed: ") and lines[-1].endswith(
         ", 8 fixes, 1 of 1 runtime checks passed")
 
@@ -54,7 +59,7 @@ def test_a_failing_step_fails_the_demo():
     proc = make_demo("PTL900")  # no such rule: `ptlint verify` exits 2
     assert proc.returncode != 0
     assert proc.stdout.splitlines()[-1] == (
-        "demo FAILED: `ptlint verify PTL900` exited 2, expected 0")
+        "demo FAILED: `ptlint verify --report verify.html PTL900` exited 2, expected 0")
 
 
 def _ci(tmp_path: Path, failing: str) -> tuple[subprocess.CompletedProcess, list[str]]:
