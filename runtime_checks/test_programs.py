@@ -126,3 +126,51 @@ def test_interleaved_rounds_give_a_ratio_with_its_interval(tmp_path):
     assert len(row["bad"]["time"]["samples"]) == len(row["fixed"]["time"]["samples"]) == 2
     times = [text for label, text in row["facts"] if label == "time"]
     assert times and "95% CI" in times[0] and "over 2 interleaved rounds" in times[0]
+
+
+# -- GPU -------------------------------------------------------------------------------------
+CUDA_SCRIPT = """\
+import torch
+import torch.nn as nn
+
+model = nn.Sequential(nn.Linear(512, 2048), nn.ReLU(), nn.Linear(2048, 10)).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+scaler = torch.amp.GradScaler("cuda")
+criterion = nn.CrossEntropyLoss()
+for step in range(4):
+    x, y = torch.randn(256, 512, device="cuda"), torch.randint(0, 10, (256,), device="cuda")
+    optimizer.zero_grad()
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = criterion(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+val_loss = 0
+for step in range(16):
+    x, y = torch.randn(256, 512, device="cuda"), torch.randint(0, 10, (256,), device="cuda")
+    with torch.autocast("cuda", dtype=torch.float16):
+        val_loss += criterion(model(x), y)
+    print(f"step {step} loss {val_loss.item() / (step + 1):.3f}")
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_a_program_on_cuda_is_measured_by_the_allocator(tmp_path):
+    """float16 autocast with GradScaler, then a validation loop that keeps its graph:
+    the peaks and per-step memory come from torch's CUDA allocator, and each run's
+    time ends with a CUDA synchronisation."""
+    script = tmp_path / "train.py"
+    script.write_text(CUDA_SCRIPT)
+    proc = ptlint("verify", str(script), "--device", "cuda", "--output-format", "json",
+                  "--rounds", "2", "--timeout", "300", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout)["checks"][0]
+    assert (row["rule"], row["verdict"], row["device"]) == ("PTL001", "passed", "cuda")
+    bad, fixed = row["bad"]["run"], row["fixed"]["run"]
+    assert bad["peak_cuda"] > fixed["peak_cuda"] > 0
+    assert bad["step_unit"] == "step" and len(bad["steps"]) == 16
+    from ptlint.verify.outputs import growth
+
+    assert growth(bad["steps"]) > 10 * max(abs(growth(fixed["steps"])), 1024)
+    assert row["speed"]["rounds"] == 2

@@ -352,6 +352,9 @@ def test_every_check_passes_on_cuda():
     assert info["device"] == "cuda" and info["gpu"]
     assert found["PTL101"]["device"] == "cuda"
     assert found["PTL001"]["bad"]["memory"][-1]["retained"] > 0
+    # timed in interleaved rounds, each round CUDA-synchronised by the Timer
+    speed = found["PTL005"]["speed"]
+    assert speed["rounds"] == 5 and speed["low"] <= speed["ratio"] <= speed["high"]
 
 
 @pytest.mark.gpu
