@@ -1,15 +1,23 @@
 """`ptlint verify`: the runtime companion. Run a rule's bad and fixed programs,
 check what the fix changes, and time both.
 
-Each version is a Python file defining `main(device="cpu")` that returns a dict
+Two modes. A rule's pair, or a user's file defining `main(device)`: each
+version is a Python file defining `main(device="cpu")` that returns a dict
 of results (tensors, numbers, lists of them). `ptlint verify` runs each version
 in a process of its own, with a fixed seed and a time limit: on CPU a process
 forked from a server that imported torch once (multiprocessing's forkserver);
 on CUDA a fresh `python -m ptlint.verify.worker JOB`; under `torchrun` for
 checks that need several processes. The worker calls `main()` once for the
 results, again to measure memory (and for each value of a swept keyword), and
-times it with `torch.utils.benchmark.Timer`. The parent then hands both results
-to the rule's check.
+measures memory; one more process times bad and fixed in interleaved rounds with
+`torch.utils.benchmark.Timer`. The parent then hands both results to the rule's
+check, whose verdict is passed, failed or inconclusive.
+
+A user's script run as a program (`ptlint verify train.py -- ARGS`): the
+original and a fixed copy run as they are, in copies of the script's folder,
+through `python -m ptlint.verify.launch JOB` (or forked from the server), in
+interleaved rounds; their output, memory at each logged loss and time are
+compared (`script`, `outputs`).
 
 Where the pairs and checks live: `fixtures/` and `runtime_checks/ptlNNN.py` (one
 module per rule, see `Spec`) in a source checkout; an installed ptlint carries a
@@ -32,8 +40,14 @@ The package:
 - `run`: running each version in its own process (fork server, fresh
   interpreter or torchrun) and collecting rows;
 - `worker`: what runs inside that process (it imports torch);
-- `report`: the table and the JSON; `command`: `ptlint verify` itself.
+- `timing`: the ratio of interleaved rounds and its confidence interval;
+- `script`, `outputs`, `launch`: a script run as a program: preparing and
+  running both versions, comparing what they print and the memory per logged
+  step, and the launcher inside each process (it imports torch);
+- `report`: the table and the JSON; `html`: the HTML page (matplotlib);
+  `command`: `ptlint verify` itself.
 
 May import: `ptlint.model`, `ptlint.config`, `ptlint.engine`, `ptlint.io`,
-`ptlint.rule`. Nothing outside `worker` imports torch at module level.
+`ptlint.rule`. Nothing imports torch at module level; matplotlib only inside
+`html`'s functions.
 """

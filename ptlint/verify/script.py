@@ -158,6 +158,7 @@ def run_program(check: Check, args: list[str], opts: Options, workdir: Path) -> 
     row = Row(check, opts.device, "inconclusive", "", bad, fixed)
     row.speed = speed([r["wall"] for r in results["bad"]], [r["wall"] for r in results["fixed"]]) \
         if not (bad.error or fixed.error) else None
+    row.comparable_time = row.speed is not None  # one run each: no ratio worth showing
     row.verdict, row.detail = _verdict(check, results, opts)
     row.facts = _facts(row, results)
     return row
