@@ -18,9 +18,9 @@ from pathlib import Path
 
 from ptlint.verify.checks import ScriptSpec, UsageError, fix_script, load_spec
 from ptlint.verify.compare import fmt_bytes, fmt_seconds
-from ptlint.verify.model import Check, Row, ScriptRun, Timing, Version
+from ptlint.verify.model import Check, Row, ScriptRun, Version
 from ptlint.verify.outputs import OutputDiff, compare_output, growth, steps
-from ptlint.verify.run import Options, _kill_group, _worker_env, fork_context
+from ptlint.verify.run import Options, _kill_group, _worker_env, fork_context, timing_of
 from ptlint.verify.timing import describe, speed
 
 SHOWN = 4  # differing lines shown side by side
@@ -176,10 +176,7 @@ def _version(label: str, check: Check, runs: list[dict], opts: Options) -> Versi
         version.error = f"{tail}\n{error}" if tail else error
     times = [r["wall"] for r in runs if "wall" in r and r["status"] == 0]
     if times and not error:
-        import statistics
-
-        q = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
-        version.timing = Timing(statistics.median(times), q[2] - q[0], len(times), times)
+        version.timing = timing_of(times)
         version.wall = sum(times)
     return version
 
