@@ -293,8 +293,8 @@ def start_check(pending: _Pending, opts: Options, workdir: Path,
 
 def time_pair(check: Check, bad: Version, fixed: Version, device: str, opts: Options,
               workdir: Path) -> Speed | None:
-    """Time bad and fixed in one process, in interleaved rounds (bad, fixed, bad,
-    fixed, ...: the machine's drift touches both alike); set each version's
+    """Time bad and fixed in one process, in interleaved rounds (bad, fixed, then
+    fixed, bad, ...: the machine's drift touches both alike); set each version's
     timing and return the ratio with its confidence interval."""
     tag = f"{check.code.replace(',', '_')}_pair"
     job = {

@@ -1,5 +1,5 @@
 """Timing you can trust: bad and fixed timed in interleaved rounds (bad, fixed,
-bad, fixed, ...), so that the machine's drift touches both alike, and their
+then fixed, bad, ...), so that the machine's drift touches both alike, and their
 ratio given with a 95% confidence interval.
 
 Each round yields one time per version; the interval is Student's t on the

@@ -197,7 +197,8 @@ def _sweep_points(fn: Callable, sweep: dict) -> tuple[list[dict], str | None]:
 def _time_pair(fns: list[Callable], device: str, min_time: float, rounds: int,
                threads: int) -> list[list[float]]:
     """Seconds per call of each function, round by round, the functions taking
-    turns (bad, fixed, bad, fixed, ...): [[bad, fixed], ...]."""
+    turns and the order swapped every round (bad, fixed, fixed, bad, ...: neither
+    always goes first): [[bad, fixed], ...]."""
     from torch.utils.benchmark import Timer
 
     timers = [Timer(stmt="fn(device)", globals={"fn": fn, "device": device},
@@ -205,8 +206,13 @@ def _time_pair(fns: list[Callable], device: str, min_time: float, rounds: int,
     for timer in timers:
         timer.timeit(number=1)  # warm-up
     block = max(min_time / rounds, 0.01)
-    return [[timer.blocked_autorange(min_run_time=block).median for timer in timers]
-            for _ in range(rounds)]
+    rounds_times = []
+    for i in range(rounds):
+        times = [0.0] * len(timers)
+        for k in (range(len(timers)) if i % 2 == 0 else reversed(range(len(timers)))):
+            times[k] = timers[k].blocked_autorange(min_run_time=block).median
+        rounds_times.append(times)
+    return rounds_times
 
 
 def _pair(job: dict) -> dict:
