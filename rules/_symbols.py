@@ -5,9 +5,10 @@ Not a rule module: the registry only collects classes that set `code`.
 A use is a call (`torch.qr(a)`), any other reference through an attribute
 chain (`collate_fn=torch.utils.data._utils.collate.default_collate`) or an
 import (`from torch import qr`, `import torch._six`). Uses inside
-`except ImportError/ModuleNotFoundError/AttributeError:` handlers and inside
-`if` statements that test a version or `hasattr` (compatibility branches for
-other torch versions) are deliberate and not reported. Calls through a bare
+`except ImportError/ModuleNotFoundError/AttributeError:` handlers, in the body
+of a `try` with such a handler (or a bare `except:`, `except Exception:`), and
+inside `if` statements that test a version or `hasattr` (compatibility
+branches for other torch versions) are deliberate and not reported. Calls through a bare
 name bound by a `from` import are reported on the import instead, unless only
 the call can be fixed.
 """
@@ -56,6 +57,7 @@ class Symbol:
 
 
 _FALLBACK_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError"})
+_ANY_ERROR = frozenset({"Exception", "BaseException"})
 
 
 def catches(handler: cst.ExceptHandler, names: frozenset[str]) -> bool:
@@ -65,6 +67,13 @@ def catches(handler: cst.ExceptHandler, names: frozenset[str]) -> bool:
         return False
     items = [e.value for e in kind.elements] if isinstance(kind, cst.Tuple) else [kind]
     return any((dotted(item) or "").rsplit(".", 1)[-1] in names for item in items)
+
+
+def _tries_a_fallback(node: cst.Try) -> bool:
+    """`try: <the old API> except ImportError: <the new one>` (or a bare `except:`, or
+    `except Exception:`): the old API is tried deliberately, with a way out."""
+    return any(handler.type is None or catches(handler, _FALLBACK_ERRORS | _ANY_ERROR)
+               for handler in node.handlers)
 
 
 def _version_test(test: cst.BaseExpression) -> bool:
@@ -155,6 +164,12 @@ class SymbolRule(Rule):
         return spell
 
     # -- detection -------------------------------------------------------------------
+    def visit_Try_body(self, node: cst.Try) -> None:
+        self.fallbacks += _tries_a_fallback(node)
+
+    def leave_Try_body(self, node: cst.Try) -> None:
+        self.fallbacks -= _tries_a_fallback(node)
+
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         if catches(node, _FALLBACK_ERRORS):
             self.fallbacks += 1

@@ -21,6 +21,11 @@ class RemovedApi(SymbolRule):
     torch) is at least the version that removed it; below that version PTL202
     reports it as deprecated instead.
 
+    Compatibility code for other torch versions is not reported: uses in the
+    body of a `try` whose handler catches `ImportError`/`AttributeError` (or
+    any exception), in such handlers, and in `if` branches that test the
+    version or `hasattr`.
+
     ## Why is this bad?
     The linear-algebra functions now raise `RuntimeError` when called, and
     importing from `torch._six` raises `ImportError`: the code cannot run on

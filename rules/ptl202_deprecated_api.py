@@ -24,6 +24,11 @@ class DeprecatedApi(SymbolRule):
     deprecated after the target torch version is not reported, and an API
     removed in or before the target version is reported by PTL201 instead.
 
+    Compatibility code for other torch versions is not reported: uses in the
+    body of a `try` whose handler catches `ImportError`/`AttributeError` (or
+    any exception), in such handlers, and in `if` branches that test the
+    version or `hasattr`.
+
     ## Why is this bad?
     Deprecated APIs warn at run time, are less tested than their
     replacements and will be removed; several have known pitfalls that the
