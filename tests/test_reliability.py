@@ -399,13 +399,14 @@ def test_same_content_in_another_folder_is_not_answered_from_the_cache(project):
     assert proc.stdout.startswith(f"{typed}:2:5: PTL102")  # named as typed, served from the cache
 
 
-def _entry(project: Path, path: str) -> Path:
-    """Where the cache keeps `path`'s findings: anyone can compute it."""
-    from ptlint.config import load_config
-    from ptlint.io.cache import Cache
-
-    cache = Cache(load_config(None))
-    key = cache.key(path, (project / path).read_bytes())
+def _entry(project: Path, path: str, **env: str) -> Path:
+    """Where the cache keeps `path`'s findings: anyone can compute it (in the
+    environment ptlint runs in: its rules' code is part of the key)."""
+    script = ("import sys; from pathlib import Path; from ptlint.config import load_config; "
+              "from ptlint.io.cache import Cache; p = sys.argv[1]; "
+              "print(Cache(load_config(None)).key(p, Path(p).read_bytes()))")
+    key = subprocess.run([sys.executable, "-c", script, path], cwd=project, env=_env(**env),
+                         capture_output=True, text=True, check=True).stdout.strip()
     folder = project / ".ptlint_cache" / __import__("ptlint").__version__ / key[:2]
     return folder / key
 
@@ -422,7 +423,7 @@ def test_a_crafted_cache_entry_neither_hides_findings_nor_crashes(project, tmp_p
     monkeypatch.chdir(project)
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
     assert cached(project, "src", **env).returncode == 1  # the cache exists, and the user's key
-    entry = _entry(project, "src/train.py")
+    entry = _entry(project, "src/train.py", **env)
     assert entry.is_file()
     unknown = [Finding("src/train.py", "PTL999", "made-up", "made up", Span(Position(1, 0),
                                                                         Position(1, 1)))]
