@@ -36,10 +36,7 @@ class EvalWithoutNoGrad(Rule):
     `with torch.set_grad_enabled(<condition>):` count as guarded, and so do
     calls inside a context manager defined in the file whose `yield` runs
     with gradients off (`@contextmanager def evaluating(model): ... with
-    torch.no_grad(): yield`). A model that is a parameter of a function
-    nothing in the file calls, and that computes no gradients itself, is
-    left alone too: its callers, in other modules, decide whether gradients
-    are on (`with torch.no_grad(): validate(model, loader)`).
+    torch.no_grad(): yield`).
 
     ## Why is this bad?
     `model.eval()` only changes how layers such as dropout and batch norm
@@ -93,7 +90,6 @@ class EvalWithoutNoGrad(Rule):
         self.events: list[tuple[Site, str, str | None]] = []
         self.with_items: set[int] = set()
         self.global_off = False
-        self.called: set[str] = set()  # names of the functions called in the file
 
     def visit_With(self, node: cst.With) -> None:
         self.with_items.update(id(item.item) for item in node.items)
@@ -106,7 +102,6 @@ class EvalWithoutNoGrad(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        self.called.add(last_name(func))
         qualified = self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if last_name(func) == "set_grad_enabled" and grad_mode(node, self.qualified_name):
             self.global_off |= grad_mode(node, self.qualified_name) == OFF and (
@@ -135,26 +130,15 @@ class EvalWithoutNoGrad(Rule):
             by_function.setdefault(event[0].ctx.function, []).append(event)
         for function, events in by_function.items():
             if function.name is None or function.name not in without_grad:
-                for call in self._candidates(events, self._callers_decide(function, events)):
+                for call in self._candidates(events):
                     self.report(call, message=(
                         f"`{dotted(call.func)}` is called in evaluation mode without "
                         "`torch.no_grad()`: every batch builds an autograd graph"))
 
-    def _callers_decide(self, function: Function, events: list) -> set[str]:
-        """The parameters of a function that nothing in the file calls and that
-        computes no gradients itself: its callers, in other files, decide whether
-        gradients are on when it runs their models."""
-        node = function.node
-        if (type(node) is not cst.FunctionDef or node.name.value in self.called
-                or any(kind == "grad" for _, kind, _ in events)):
-            return set()
-        return {p.name.value for p in (*node.params.posonly_params, *node.params.params,
-                                       *node.params.kwonly_params)}
-
-    def _candidates(self, events: list, unknown: set[str]) -> list[cst.Call]:
+    def _candidates(self, events: list) -> list[cst.Call]:
         """Split the function at each `.eval()`/`.train()`: the first call of a
         model in a loop of its eval segment is a finding, unless the segment
-        wants gradients or the model is one of the `unknown` parameters."""
+        wants gradients."""
         segments: dict[str, list[cst.Call]] = {}  # model -> calls since its .eval()
         wanting: set[str] = set()  # models whose eval segment computes gradients
         done: list[tuple[str, list[cst.Call]]] = []
@@ -170,7 +154,7 @@ class EvalWithoutNoGrad(Rule):
             elif kind == "call" and model in segments and not segments[model] and _evaluates(site):
                 segments[model].append(site.node)  # one finding per model and eval
         done.extend(segments.items())
-        return [call for model, calls in done if model not in wanting | unknown for call in calls]
+        return [call for model, calls in done if model not in wanting for call in calls]
 
 
 def _evaluates(site: Site) -> bool:
