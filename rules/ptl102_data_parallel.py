@@ -242,7 +242,7 @@ class DataParallel(TracksTests, Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "eval" and not node.args:
-            self.evaluated.add(dotted(func.value) or "")
+            self.evaluated.add(dotted(func.value) or "")  # "": no name, matches no wrap
         if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
             if isinstance(func.value, cst.Call):
                 self.moves[id(func.value)] = node

@@ -133,8 +133,7 @@ class HostSyncInTrainingLoop(Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.calls = []
-        self.top_on_device: bool | None = None
-        self.file_on_device: bool | None = None
+        self.mentions: dict[object, bool] = {}  # does this code name a device? (_on_device)
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.model.here.loop is None:
@@ -169,14 +168,18 @@ class HostSyncInTrainingLoop(Rule):
         chain = list(function.outward())
         trainers = [f.node for f in chain if type(f.node) is cst.ClassDef]
         if not trainers:
-            if self.file_on_device is None:
-                self.file_on_device = _mentions_device(self.context.source)
-            return self.file_on_device
-        module = chain[-1].node
-        if self.top_on_device is None:
-            self.top_on_device = any(_mentions_device(module.code_for_node(s)) for s in module.body
-                                     if not isinstance(s, (cst.FunctionDef, cst.ClassDef)))
-        return self.top_on_device or _mentions_device(module.code_for_node(trainers[-1]))
+            return self._once("file", lambda: _mentions_device(self.context.source))
+        code = chain[-1].node.code_for_node
+        return self._once("top", lambda: any(
+            _mentions_device(code(s)) for s in chain[-1].node.body
+            if not isinstance(s, (cst.FunctionDef, cst.ClassDef)))) or self._once(
+            id(trainers[-1]), lambda: _mentions_device(code(trainers[-1])))
+
+    def _once(self, key: object, answer) -> bool:
+        """`answer()`, asked once per file for each key (the file, its top level, a class)."""
+        if key not in self.mentions:
+            self.mentions[key] = answer()
+        return self.mentions[key]
 
 
 class _Taint:

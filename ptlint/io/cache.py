@@ -3,6 +3,7 @@ content and resolved path, the effective settings, ptlint's and Python's
 versions, and ptlint's own code files), in ptlint's own cache folder (see cachedir)."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import importlib.util
@@ -25,10 +26,11 @@ from ptlint.model import SYNTAX_ERROR, Edit, Finding, Fix, Position, Safety, Spa
 
 def code_stamp(folders: list[str] | None = None) -> str:
     """ptlint's code (its package, rules and fixers) by its files' sizes and times:
-    in a source checkout an edited rule is not answered from the cache of the old one."""
+    in a source checkout an edited rule is not answered from the cache of the old one.
+    Without `folders`, the installed code's, worked out once per process (a Cache is
+    made for every file)."""
     if folders is None:
-        folders = [folder for name in ("ptlint", "ptlint.rules", "ptlint.fixers")
-                   for folder in (importlib.util.find_spec(name).submodule_search_locations or [])]
+        return _installed_code_stamp()
     stamps = hashlib.sha256()
     for folder in sorted(set(folders)):
         for path in sorted(Path(folder).rglob("*.py")):
@@ -38,6 +40,12 @@ def code_stamp(folders: list[str] | None = None) -> str:
                 continue
             stamps.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return stamps.hexdigest()
+
+
+@functools.cache
+def _installed_code_stamp() -> str:
+    return code_stamp([folder for name in ("ptlint", "ptlint.rules", "ptlint.fixers")
+                       for folder in importlib.util.find_spec(name).submodule_search_locations or []])
 
 
 class _ModelUnpickler(pickle.Unpickler):
