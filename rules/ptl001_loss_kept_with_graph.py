@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import bound, closure, last_name, target_vars, var, vars_in
+from ptlint.analysis.dataflow import (bound, closure, last_name, method_name, target_vars, var,
+                                     vars_in)
 from ptlint.analysis.names import dotted
 from ptlint.analysis.semantic import BACKPROP, BACKWARD, Function
 from ptlint.analysis.training import INSTANCE, MODULE, OFF
@@ -144,7 +145,7 @@ def _store(small: cst.BaseSmallStatement):
     or a running total, else None."""
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
         func = small.value.func
-        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        method = method_name(small.value)
         plain = [a.value for a in small.value.args if a.keyword is None and not a.star]
         if (method, len(plain)) in (("append", 1), ("insert", 2)):
             return var(func.value), plain[-1:]
@@ -190,8 +191,7 @@ def _leaves(expr: cst.BaseExpression):
         yield from _leaves(expr.right)
     elif isinstance(expr, cst.UnaryOperation):
         yield from _leaves(expr.expression)
-    elif (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
-          and expr.func.attr.value in _KEEPS_GRAPH):
+    elif method_name(expr) in _KEEPS_GRAPH:
         yield from _leaves(expr.func.value)
     else:
         yield expr
@@ -313,7 +313,7 @@ class _Analysis:
             if last_name(func) in ("float", "int") and self.function.resolve(func) in (
                     "builtins.float", "builtins.int"):
                 return True
-            method = func.attr.value if isinstance(func, cst.Attribute) else None
+            method = method_name(expr)
             return method in _DETACHING or (method in _KEEPS_GRAPH and self._detaches(func.value))
         if isinstance(expr, cst.BinaryOperation):
             sides = (expr.left, expr.right)

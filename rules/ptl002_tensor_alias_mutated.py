@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import (FACTORIES, bound, calls_in, evaluated, last_name, names_in,
-                                     target_vars, var, var_base)
+from ptlint.analysis.dataflow import (FACTORIES, bound, calls_in, evaluated, last_name,
+                                     method_name, names_in, target_vars, var, var_base)
 from ptlint.analysis.semantic import BACKWARD, STEP, Function
 from ptlint.analysis.training import MODULE
 from ptlint.fixers.expressions import call_method, wrapped_in_call
@@ -150,11 +150,9 @@ def _in_place(name: str) -> bool:
 def _snapshot(value: cst.BaseExpression) -> cst.Call | None:
     """The `model.state_dict()` call of `model.state_dict()` or of its shallow
     `model.state_dict().copy()`, for a receiver that holds live tensors."""
-    if (isinstance(value, cst.Call) and not value.args and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value == "copy"):
+    if method_name(value) == "copy" and not value.args:
         value = value.func.value
-    if (isinstance(value, cst.Call) and not value.args
-            and isinstance(value.func, cst.Attribute) and value.func.attr.value == "state_dict"):
+    if method_name(value) == "state_dict" and not value.args:
         receiver = var(value.func.value)
         if receiver is not None and not _NOT_MODEL.search(receiver):
             return value
@@ -268,7 +266,7 @@ class _Analysis:
                 module, _, name = qualified.rpartition(".")
                 return module == "torch" and name in _TORCH_TENSORS or qualified.startswith(
                     _TENSOR_MODULES)
-            return isinstance(value.func, cst.Attribute) and value.func.attr.value in _TENSOR_METHODS
+            return method_name(value) in _TENSOR_METHODS
         if isinstance(value, cst.BinaryOperation):
             return self.makes_tensor(value.left) or self.makes_tensor(value.right)
         return isinstance(value, cst.Name) and value.value in self.tensors
@@ -476,16 +474,15 @@ class _Analysis:
         return found | {var(call.func.value) or "" for kind, node, _ in events
                         if kind in ("small", "expr", "for", "with")
                         for call in calls_in(evaluated(kind, node))
-                        if isinstance(call.func, cst.Attribute)
-                        and call.func.attr.value in _MODULE_METHODS}
+                        if method_name(call) in _MODULE_METHODS}
 
     def _uses(self, node: cst.CSTNode) -> set[str]:
         """Names whose state dict `node` loads, saves or returns."""
         if isinstance(node, cst.Return):
             return names_in(node.value)
         return {name for call in calls_in(node) if call.args and call.args[0].keyword is None and (
-                    isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict"
-                    or self._torch(call) == "torch.save") for name in names_in(call.args[0].value)}
+                    method_name(call) == "load_state_dict" or self._torch(call) == "torch.save")
+                for name in names_in(call.args[0].value)}
 
     def _report_snapshot(self, stmt: cst.Assign, name: str, copied: cst.BaseExpression) -> None:
         code = cst.Module([]).code_for_node(copied)

@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import last_name, var
+from ptlint.analysis.dataflow import last_name, method_name, var
 from ptlint.analysis.semantic import BACKPROP, BACKWARD, GRAD, STEP, ZERO, Function, Site
 from ptlint.analysis.walk import descendants
 from ptlint.fixers.statements import move_after
@@ -172,9 +172,8 @@ class ZeroGradBeforeStep(Rule):
                 break
             call = statement.body[0].value if len(statement.body) == 1 and isinstance(
                 statement.body[0], cst.Expr) else None
-            if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
-                    and call.func.attr.value == "update" and scaler is not None
-                    and var(call.func.value) == scaler):
+            if method_name(call) == "update" and scaler is not None and var(
+                    call.func.value) == scaler:
                 return statement
             if any(kind != "step" or self.model.stepped(site)
                    for kind, site in events.get(id(statement), ())):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ptlint.analysis.dataflow import method_name
 from ptlint.analysis.semantic import Site
 from ptlint.fixers.statements import hoist_out_of_with
 from ptlint.model import Safety
@@ -111,7 +112,5 @@ def _updates_only(statement: cst.BaseStatement) -> bool:
     """A line of calls like `loss.backward()`, `scaler.step(opt)`, `scaler.update()`."""
     return isinstance(statement, cst.SimpleStatementLine) and all(
         isinstance(small, cst.Pass) or (
-            isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
-            and isinstance(small.value.func, cst.Attribute)
-            and small.value.func.attr.value in _UPDATE_METHODS)
+            isinstance(small, cst.Expr) and method_name(small.value) in _UPDATE_METHODS)
         for small in statement.body)

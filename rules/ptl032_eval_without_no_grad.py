@@ -4,7 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.analysis.dataflow import last_name
-from ptlint.analysis.names import dotted
+from ptlint.analysis.names import dotted, is_named
 from ptlint.analysis.semantic import BACKWARD, COMPREHENSION, LOOP, Function, Site
 from ptlint.analysis.training import MAYBE, OFF, ON, grad_mode
 from ptlint.rule import Rule
@@ -115,7 +115,7 @@ class EvalWithoutNoGrad(Rule):
             if method in ("backward", "requires_grad_", "retain_grad"):
                 kind = "grad"
             elif receiver is not None and method in ("eval", "train"):
-                off = method == "eval" or (node.args and _is_false(node.args[0].value))
+                off = method == "eval" or (node.args and is_named(node.args[0].value, "False"))
                 kind, model = ("eval" if off else "train"), receiver  # `model.train(False)`
         if kind != "call" or (model is not None and qualified is None):
             self.events.append((self.model.site(node), kind, model))
@@ -162,7 +162,3 @@ def _evaluates(site: Site) -> bool:
     around = site.ctx.innermost(LOOP, COMPREHENSION)
     return around is not None and site.ctx.grad not in (OFF, MAYBE) and not (
         around.kind == LOOP and around.loop.does(BACKWARD))
-
-
-def _is_false(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"

@@ -5,7 +5,8 @@ import textwrap
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import calls_in, closure, statements, target_vars, var, vars_in
+from ptlint.analysis.dataflow import (calls_in, closure, method_name, statements, target_vars, var,
+                                     vars_in)
 
 
 def _events(source: str):
@@ -58,6 +59,16 @@ def test_var_and_target_vars():
     assert var(cst.parse_expression("self.losses")) == "self.losses"
     assert var(cst.parse_expression("f().x")) is None
     assert list(target_vars(cst.parse_expression("(a, [b, *c]), d.e"))) == ["a", "b", "c", "d.e"]
+
+
+def test_method_name_only_for_method_calls():
+    def of(code: str) -> str | None:
+        return method_name(cst.parse_expression(code))
+
+    assert of("model.state_dict()") == "state_dict"
+    assert of("a.b.to(device).cuda()") == "cuda"
+    assert of("f(x)") is None and of("x.item") is None and of("f(x)(y)") is None
+    assert method_name(None) is None
 
 
 def test_vars_in_skips_keywords_and_attributes_of_results():

@@ -220,6 +220,12 @@ def last_name(node: cst.BaseExpression) -> str:
     return node.value if type(node) is cst.Name else ""
 
 
+def method_name(node: cst.CSTNode | None) -> str | None:
+    """`m` for a method call `x.m(...)`; None for anything else."""
+    return node.func.attr.value if type(node) is cst.Call and type(node.func) is cst.Attribute \
+        else None
+
+
 def _reads(node: cst.CSTNode | None, resolve: Resolve | None,
            stop: bool) -> tuple[set[str], set[str]]:
     """The keys of the values an expression reads, skipping callees and, when
@@ -328,9 +334,8 @@ def _assign(found: list, targets: list, value: cst.BaseExpression, resolve: Reso
     keys, bare = _reads(value, resolve, True)
     arithmetic, receivers = _arithmetic(value, resolve)
     source = input_kind(value)
-    host = type(value) is cst.Call and (  # `x.item()`, `x.tolist()`, `float(x)`
-        type(value.func) is cst.Attribute and value.func.attr.value in ("item", "tolist")
-        or resolve(value.func) in PY_CONVERSIONS)
+    host = method_name(value) in ("item", "tolist") or (  # `x.item()`, `float(x)`
+        type(value) is cst.Call and resolve(value.func) in PY_CONVERSIONS)
     found.append(Assignment(lhs, keys, host, source is not None, source == "fresh", bare,
                             arithmetic, receivers, at))
 

@@ -12,7 +12,7 @@ import re
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import FACTORIES, Resolve, last_name
+from ptlint.analysis.dataflow import FACTORIES, Resolve, last_name, method_name
 from ptlint.analysis.names import dotted
 from ptlint.analysis.walk import descendants
 
@@ -56,8 +56,7 @@ _KEEP_KIND = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat1
 def value_kind(value: cst.BaseExpression, resolve: Resolve, classes: dict) -> str | None:
     """What `value` evaluates to, where it is known; `classes` maps the names of
     the classes defined in the file to their kind (`MODULE`, `CONTAINER`, `INSTANCE`)."""
-    while (type(value) is cst.Call and type(value.func) is cst.Attribute
-           and value.func.attr.value in _KEEP_KIND):
+    while method_name(value) in _KEEP_KIND:
         value = value.func.value  # `nn.MSELoss().to(device)`, `Net().cuda()`
     if isinstance(value, _CONTAINER_LITERALS):
         return CONTAINER
@@ -209,10 +208,7 @@ def terminal(node: cst.BaseExpression | None) -> str:
 def scaled_backward(call: cst.Call) -> str | None:
     """`S` for `S.scale(loss).backward(...)`."""
     inner = call.func.value if type(call.func) is cst.Attribute else None
-    if (type(inner) is cst.Call and type(inner.func) is cst.Attribute
-            and inner.func.attr.value == "scale"):
-        return dotted(inner.func.value)
-    return None
+    return dotted(inner.func.value) if method_name(inner) == "scale" else None
 
 
 def schedule_test(test: cst.BaseExpression) -> bool:
