@@ -96,7 +96,14 @@ class Rule(Visitor):
         return self.context.semantic
 
     def is_name(self, node: cst.CSTNode, *qualified: str) -> bool:
-        return self.context.names.qualified_name(node) in qualified
+        """Whether `node` (or the callee of a call) refers to one of `qualified`."""
+        func = node.func if type(node) is cst.Call else node
+        # An attribute's own name is spelled out (`x.load` can only be `<...>.load`):
+        # most calls are told apart without resolving their chain.
+        if type(func) is cst.Attribute and not any(
+                q.rpartition(".")[2] == func.attr.value for q in qualified):
+            return False
+        return self.context.names.qualified_name(func) in qualified
 
     def report(
         self,

@@ -14,6 +14,7 @@ the call can be fixed.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -91,6 +92,15 @@ def _version_test(test: cst.BaseExpression) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=None)
+def _active(rule: type["SymbolRule"], version: Version | None) -> tuple[dict[str, Symbol], frozenset]:
+    """The symbols `rule` reports at a target torch version, and their names'
+    last parts (worked out once per rule and version, not per file)."""
+    active = {n: s for n, s in rule.symbols_at(version).items()
+              if s.status_at(version) in rule.statuses}
+    return active, frozenset(n.rsplit(".", 1)[-1] for n in active)
+
+
 def table(symbols: Iterable[Symbol]) -> dict[str, Symbol]:
     out: dict[str, Symbol] = {}
     for symbol in symbols:
@@ -107,14 +117,17 @@ class SymbolRule(Rule):
     symbols: dict[str, Symbol] = {}
     statuses: tuple[str, ...] = ()
 
+    @classmethod
+    def symbols_at(cls, version: Version | None) -> dict[str, Symbol]:
+        """The symbol table for a target torch version."""
+        return cls.symbols
+
     def __init__(self, context) -> None:
         super().__init__(context)
-        version = context.torch_version
-        self.active = {n: s for n, s in self.symbols.items() if s.status_at(version) in self.statuses}
-        self.last_parts = {n.rsplit(".", 1)[-1] for n in self.active}
+        self.active, self.last_parts = _active(type(self), context.torch_version)
         self.handled: set[int] = set()  # attribute nodes already part of a finding
-        self.fallbacks = 0  # depth of `except ImportError:` handlers and version checks
-        self.compat_ifs: list[bool] = []  # for each enclosing `if`: a version check?
+        self.fallbacks = 0  # depth of `except ImportError:` handlers
+        self.ifs: list[cst.If] = []  # the enclosing `if`s (a version test is a fallback)
 
     # -- messages ------------------------------------------------------------
     def describe(self, symbol: Symbol) -> str:
@@ -179,23 +192,33 @@ class SymbolRule(Rule):
             self.fallbacks -= 1
 
     def visit_If(self, node: cst.If) -> None:
-        key = ("version test", id(node))  # the same answer for every symbol rule
-        compat = self.context.shared.get(key)
-        if compat is None:
-            compat = self.context.shared[key] = _version_test(node.test)
-        self.compat_ifs.append(compat)
-        self.fallbacks += compat
+        self.ifs.append(node)
 
     def leave_If(self, original_node: cst.If) -> None:
-        self.fallbacks -= self.compat_ifs.pop()
+        self.ifs.pop()
+
+    def _deliberate(self) -> bool:
+        """Inside a fallback for other torch versions (`except ImportError:`, an
+        `if` that tests the version): the old API is used on purpose. The `if`s
+        are looked at only when a symbol is found (the same answer for every
+        symbol rule)."""
+        if self.fallbacks:
+            return True
+        shared = self.context.shared
+        for node in self.ifs:
+            key = ("version test", id(node))
+            found = shared.get(key)
+            if found is None:
+                found = shared[key] = _version_test(node.test)
+            if found:
+                return True
+        return False
 
     def _symbol(self, node: cst.BaseExpression) -> Symbol | None:
-        if self.fallbacks:
-            return None  # a fallback for old torch versions: deliberate
         kind = type(node)  # not isinstance: this runs for every call and attribute
         last = node.attr.value if kind is cst.Attribute else (
             node.value if kind is cst.Name else None)
-        if last not in self.last_parts:
+        if last not in self.last_parts or self._deliberate():
             return None
         return self.active.get(self.qualified_name(node) or "")
 
@@ -253,7 +276,7 @@ class SymbolRule(Rule):
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
             self._handled(alias.name)
-            if self.fallbacks:
+            if self._deliberate():
                 continue
             name = dotted(alias.name)
             symbol = self.active.get(name or "")
@@ -272,7 +295,7 @@ class SymbolRule(Rule):
             return
         self._handled(node.module)
         module = dotted(node.module)
-        if module is None or self.fallbacks:
+        if module is None or self._deliberate():
             return
         found: list[tuple[cst.ImportAlias, Symbol]] = []
         for alias in node.names:

@@ -65,9 +65,9 @@ class CheckpointWithoutUseReentrant(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, (cst.Call, cst.Subscript)):
             return
-        name = self.qualified_name(node.func)
-        if name not in (_CHECKPOINT, _SEQUENTIAL):
+        if not self.is_name(node.func, _CHECKPOINT, _SEQUENTIAL):
             return
+        name = self.qualified_name(node.func)
         if keyword(node, "use_reentrant") is not None or any(a.star == "**" for a in node.args):
             return
         if name == _SEQUENTIAL:

@@ -53,11 +53,10 @@ class PrivateCollateImport(SymbolRule):
     requires_text = ("_utils",)
     statuses = ("private",)
 
-    def __init__(self, context) -> None:
-        version = context.torch_version
+    @classmethod
+    def symbols_at(cls, version: Version | None) -> dict[str, Symbol]:
         old = version is not None and version < Version("1.11")
-        self.symbols = _symbols("torch.utils.data.dataloader" if old else "torch.utils.data")
-        super().__init__(context)
+        return _symbols("torch.utils.data.dataloader" if old else "torch.utils.data")
 
     def describe(self, symbol: Symbol) -> str:
         return f"`{symbol.name}` is private; use `{symbol.replacement}`"

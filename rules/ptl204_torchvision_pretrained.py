@@ -60,6 +60,7 @@ _BUILDERS: dict[str, dict[str, str | None]] = {
                             "shufflenet_v2_x1_0 shufflenet_v2_x1_5 shufflenet_v2_x2_0", None),
 }
 _BACKBONE = {"ssd300_vgg16": "IMAGENET1K_FEATURES"}  # the others: IMAGENET1K_V1
+_NAMES = frozenset(name for family in _BUILDERS.values() for name in family)
 
 
 def _builder(qualified: str | None) -> tuple[str, str] | None:
@@ -139,7 +140,10 @@ class TorchvisionPretrained(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, (cst.Call, cst.Subscript)):
             return
-        found = _builder(self.qualified_name(node.func))
+        func = node.func
+        if type(func) is cst.Attribute and func.attr.value not in _NAMES:
+            return  # (cheap: most calls are not a model builder's)
+        found = _builder(self.qualified_name(func))
         if found is None:
             return
         package, name = found
