@@ -99,6 +99,8 @@ def _torch(lines: Iterable[str], where: str) -> Iterator[tuple[Requirement, str]
     from packaging.utils import canonicalize_name
 
     for line in lines:
+        if "torch" not in line.lower():  # (most lines name something else: not parsed)
+            continue
         try:
             req = Requirement(line)
         except InvalidRequirement:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import secrets
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,6 +130,8 @@ def _ensure(settings: Settings, folder: Path) -> Path | None:
         if not os.path.lexists(folder):
             folder.parent.mkdir(parents=True, exist_ok=True)
             # marked before it gets its name, so that no run ever sees it unmarked
+            import secrets
+
             new = folder.parent / f".{folder.name}.{secrets.token_hex(6)}.tmp"
             os.mkdir(new)  # as any folder the user makes (mkdtemp's would be private)
             try:

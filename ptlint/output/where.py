@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from ptlint.io.notebook import source_lines
 from ptlint.io.text import printable
 from ptlint.model import Finding, cell_label
 
@@ -47,6 +46,8 @@ def file_lines(finding: Finding, sources: Mapping[str, str]) -> tuple[int, int]:
     start, end = finding.span.start.line, finding.span.end.line
     if finding.cell is None:
         return start, end
+    from ptlint.io.notebook import source_lines  # (notebooks only: JSON scanning)
+
     lines = source_lines(sources.get(source_key(finding.path), "")).get(finding.cell)
     if not lines:
         return 1, 1
