@@ -95,12 +95,12 @@ def lowest_admitted(req: Requirement) -> Version | None:
 
 
 def _torch(lines: Iterable[str], where: str) -> Iterator[tuple[Requirement, str]]:
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
     for line in lines:
         if "torch" not in line.lower():  # (most lines name something else: not parsed)
             continue
+        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.utils import canonicalize_name
+
         try:
             req = Requirement(line)
         except InvalidRequirement:
