@@ -59,9 +59,9 @@ class DataParallel(TracksTests, Rule):
     - a model only used for inference: the file neither calls `backward` nor
       mentions an optimizer or `.step(`, the wrapped model is only run under
       `torch.no_grad()` / `torch.inference_mode()` (a block or a decorated
-      function) and is not returned, or it is put in `.eval()` and nothing in
-      the file calls `.train(`: `DistributedDataParallel` is a training
-      wrapper;
+      function) and is not returned, or it is put in `.eval()` (also chained
+      to the wrap: `DataParallel(m).eval()`) and nothing in the file calls
+      `.train(`: `DistributedDataParallel` is a training wrapper;
     - test code (test files, and `test*` functions and `Test*` classes in a
       file that uses pytest or unittest), where `DataParallel` support itself
       is what is tested.
@@ -145,6 +145,7 @@ class DataParallel(TracksTests, Rule):
         self.on_device: set[tuple[int, str]] = set()  # (owner, name) moved to a device so far
         self.notebook = context.path.endswith(".ipynb")  # no fix there
         self.evaluated: set[str] = set()  # names put in `.eval()`
+        self.evaluated_wraps: set[int] = set()  # `DataParallel(m).eval()`: id of the wrap
 
     def visit_Module(self, node: cst.Module) -> None:
         self.owners.append(node)
@@ -221,7 +222,12 @@ class DataParallel(TracksTests, Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         target = dotted(node.targets[0].target) if len(node.targets) == 1 else None
         self.assigned[id(node.value)] = target
-        if target is not None and _moved(node.value):  # `model = Net().to(device)`
+
+    def leave_Assign(self, original_node: cst.Assign) -> None:
+        # after the value: in `m = DataParallel(m).eval().to(device)` the wrapped `m`
+        # is not on a device yet
+        target = self.assigned.get(id(original_node.value))
+        if target is not None and _moved(original_node.value):  # `model = Net().to(device)`
             self.on_device.add((id(self._owner(target)), target))
 
     def visit_Return(self, node: cst.Return) -> None:
@@ -243,6 +249,10 @@ class DataParallel(TracksTests, Rule):
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "eval" and not node.args:
             self.evaluated.add(dotted(func.value) or "")  # "": no name, matches no wrap
+            inner = func.value  # `DataParallel(m).eval()`, `DataParallel(m).cuda().eval()`
+            while _is_move(inner):
+                inner = inner.func.value
+            self.evaluated_wraps.add(id(inner))
         if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
             if isinstance(func.value, cst.Call):
                 self.moves[id(func.value)] = node
@@ -274,6 +284,8 @@ class DataParallel(TracksTests, Rule):
         for wrap in self.wraps:
             if (id(wrap.owner), wrap.target) in inference or evaluated & {wrap.target,
                                                                          _wrapped(wrap)}:
+                continue
+            if evaluated is self.evaluated and id(wrap.call) in self.evaluated_wraps:
                 continue
             if not self._fixable(wrap):
                 self.report(wrap.call)
@@ -370,6 +382,12 @@ class DataParallel(TracksTests, Rule):
 def _wrapped(wrap: _Wrap) -> str | None:
     """The name of the module a wrap wraps: `m` in `DataParallel(m)`."""
     return dotted(wrap.call.args[0].value) if wrap.call.args else None
+
+
+def _is_move(expr: cst.BaseExpression) -> bool:
+    """`x.to(...)` or `x.cuda(...)`."""
+    return (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in ("to", "cuda"))
 
 
 def _moved(expr: cst.BaseExpression) -> bool:
