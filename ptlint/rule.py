@@ -45,6 +45,30 @@ class Context:
     shared: dict = field(default_factory=dict)  # what rules work out once for all of them
     semantic: "SemanticModel | None" = None  # when an enabled rule asks for it
 
+    def mentions(self, pattern: re.Pattern[str]) -> bool:
+        """Whether the file's code, not its comments, matches `pattern`
+        (`# model.cuda()  # uncomment for the GPU` runs on the CPU). Worked out
+        once per file and pattern."""
+        key = ("mentions", pattern)
+        found = self.shared.get(key)
+        if found is None:
+            found = self.shared[key] = _code_matches(pattern, self.source)
+        return found
+
+
+def _code_matches(pattern: re.Pattern[str], code: str) -> bool:
+    if not pattern.search(code):
+        return False
+    import io
+    import tokenize
+
+    try:
+        return any(pattern.search(token.string)
+                   for token in tokenize.generate_tokens(io.StringIO(code).readline)
+                   if token.type != tokenize.COMMENT)
+    except (tokenize.TokenError, SyntaxError):
+        return True
+
 
 def _kebab(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", name).lower()

@@ -1,11 +1,14 @@
 """PTL132 data-loader-without-pin-memory."""
 from __future__ import annotations
 
+import re
+
 from ptlint.fixers.arguments import keyword, with_keyword
 from ptlint.model import Safety
 from ptlint.rules._loaders import Loader, LoaderRule
 
 _PIN_MEMORY_INDEX = 7  # DataLoader's 8th parameter
+_CUDA = re.compile("cuda")
 
 
 class DataLoaderWithoutPinMemory(LoaderRule):
@@ -15,7 +18,7 @@ class DataLoaderWithoutPinMemory(LoaderRule):
     batches go to a CUDA device: a loop over the loader moves what it yields
     with `.cuda()`, `.to(device)` (a `"cuda..."` string, a name or attribute
     called `device`, or `device=`) or `.type(torch.cuda.FloatTensor)`, in a
-    file that mentions CUDA. A loader that is returned, stored or passed to
+    file whose code (not only its comments) mentions CUDA. A loader that is returned, stored or passed to
     a function (so the loop may live elsewhere) counts when some loop in the
     file moves its batches. A loader iterated in place
     (`for x in DataLoader(...)`) is judged by that loop alone, and a name
@@ -84,7 +87,7 @@ class DataLoaderWithoutPinMemory(LoaderRule):
         plain = [a for a in node.args if a.keyword is None and not a.star]
         if (keyword(node, "pin_memory") is not None or any(a.star for a in node.args)
                 or len(plain) > _PIN_MEMORY_INDEX or loader.in_test or self.skipped(loader)
-                or "cuda" not in self.context.source):
+                or not self.context.mentions(_CUDA)):
             return
         used = self.how_used(loader)
         if "moved" in used or ("passed" in used and self.any_moved):

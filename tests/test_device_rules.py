@@ -129,3 +129,25 @@ def test_ptl130_a_device_named_only_in_a_comment_is_no_device(cli, tmp_path):
     proc = cli(".", "--select", "PTL130", "--output-format", "json", cwd=tmp_path)
     assert [(f["filename"].rsplit("/", 1)[-1], f["location"]["line"])
             for f in json.loads(proc.stdout)] == [("gpu.py", 11)]
+
+
+PREDICT = """\
+    import torch
+    from torch.utils.data import DataLoader
+
+    def predict(model, data, device="cpu"):
+        # model.to("cuda:1")  # for the second GPU
+        loader = DataLoader(data, batch_size=256)
+        outputs = []
+        for x in loader:
+            outputs.append(model(x.to(device)))
+        return outputs
+    """
+
+
+def test_ptl132_cuda_named_only_in_a_comment_is_no_gpu(cli, tmp_path):
+    write(tmp_path / "cpu.py", PREDICT)
+    write(tmp_path / "gpu.py", PREDICT.replace('device="cpu"', 'device="cuda"'))
+    proc = cli(".", "--select", "PTL132", "--output-format", "json", cwd=tmp_path)
+    assert [(f["filename"].rsplit("/", 1)[-1], f["location"]["line"])
+            for f in json.loads(proc.stdout)] == [("gpu.py", 6)]
