@@ -78,19 +78,24 @@ class ConvBiasBeforeBatchnorm(Rule):
     ```
 
     ## Fix safety
-    Unsafe: the fix passes `bias=False`. The network computes the same
-    function in training mode, but the module has fewer parameters, so
-    `load_state_dict` of an existing checkpoint fails on the unexpected
-    `...bias` keys (unless `strict=False`), an optimizer state saved earlier no
-    longer matches, and a trained model's eval-mode output changes until the
-    running mean is re-estimated. Calls that pass the bias positionally or may
-    pass it through `**kwargs` are not flagged.
+    A suggestion, shown and never applied by `--fix` (not even with
+    `--unsafe-fixes`): `bias=False`. The network computes the same function
+    in training mode, but the module has fewer parameters, so
+    `load_state_dict` of a checkpoint saved before fails on the unexpected
+    `...bias` keys (unless `strict=False`), and those loads are usually in
+    other files (a training or test script) that the fix cannot see; an
+    optimizer state saved earlier no longer matches, and a trained model's
+    eval-mode output changes until the running mean is re-estimated. For a
+    model that will be trained from scratch, apply it by hand, or with
+    `extend-unsafe-fixes = ["PTL122"]` and `--fix --unsafe-fixes`. Calls that
+    pass the bias positionally or may pass it through `**kwargs` are not
+    flagged.
     """
 
     code = "PTL122"
     message = "Convolution bias right before BatchNorm is cancelled by its mean subtraction: wasted parameters"
     fix_title = "Pass `bias=False`"
-    fix_safety = Safety.UNSAFE
+    fix_safety = Safety.DISPLAY_ONLY  # checkpoints saved with the bias would not load
     tags = ("performance",)
     default_enabled = False  # correct but frequent in tutorial code, and small per finding
     requires_text = ("BatchNorm",)

@@ -282,3 +282,23 @@ def test_ptl331_offers_no_fix_where_the_file_loads_whole_objects_back(tmp_path):
     proc, text = _fix(tmp_path, loads_tensors, "--select", "PTL331", "--unsafe-fixes")
     assert proc.returncode == 0, proc.stdout
     assert "torch.save(model.state_dict(), " in text
+
+
+def test_a_suggestion_is_shown_and_applied_only_when_the_user_opts_in(tmp_path):
+    """PTL122's `bias=False` would make checkpoints saved before unreadable: a
+    suggestion, never applied by --fix --unsafe-fixes, unless the configuration
+    lists the rule in extend-unsafe-fixes."""
+    text = ("import torch.nn as nn\n\n"
+            "block = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))\n")
+    (tmp_path / "a.py").write_text(text)
+    args = ("a.py", "--no-cache", "--select", "PTL122")
+    shown = run_cli(*args, cwd=tmp_path)
+    assert "help (suggestion): Pass `bias=False`" in shown.stdout
+    run_cli(*args, "--fix", "--unsafe-fixes", cwd=tmp_path)
+    assert (tmp_path / "a.py").read_text() == text
+    (tmp_path / "pyproject.toml").write_text('[tool.ptlint]\nextend-unsafe-fixes = ["PTL122"]\n')
+    run_cli(*args, "--fix", cwd=tmp_path)
+    assert (tmp_path / "a.py").read_text() == text  # still an unsafe fix: --unsafe-fixes too
+    run_cli(*args, "--fix", "--unsafe-fixes", cwd=tmp_path)
+    assert (tmp_path / "a.py").read_text() == text.replace("nn.Conv2d(3, 8, 3)",
+                                                           "nn.Conv2d(3, 8, 3, bias=False)")

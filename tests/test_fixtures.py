@@ -30,10 +30,12 @@ def test_bad_fires_exactly_where_marked(folder):
 
 @pytest.mark.parametrize("folder", DIRS, ids=lambda p: p.name)
 def test_fix_gives_fixed_and_converges(folder):
+    """fixed.py is what the rule's fix makes of bad.py; for a suggestion (a fix
+    never applied on its own), what it makes once the user opts in to it."""
     code = _code(folder)
     bad = (folder / "bad.py").read_text(encoding="utf-8")
     fixed_path = folder / "fixed.py"
-    settings = settings_for(code)
+    settings = settings_for(code, extend_unsafe_fixes=[code])
     result = fix_text(bad, "bad.py", settings, unsafe=True)
     assert not [e for e in result.result.errors if "converge" in e]
     if not fixed_path.exists():
