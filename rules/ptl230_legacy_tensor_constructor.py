@@ -18,6 +18,11 @@ for _name, _dtype in LEGACY_DTYPES.items():
 _IMPORTS = ("import torch",)
 
 
+def _keywords_for(dtype: str | None, device: str | None) -> dict[str, str]:
+    """The keywords a factory needs to make what a legacy type made."""
+    return {k: v for k, v in (("dtype", dtype), ("device", device)) if v}
+
+
 def _rebuilt(call: cst.Call, func: str, args: list[cst.Arg], keywords: dict[str, str]) -> cst.Call:
     """`call` calling `func` with `args` (same comma style) plus `keywords`."""
     new = call.with_changes(func=cst.parse_expression(func), args=args)
@@ -71,12 +76,13 @@ class LegacyTensorConstructor(Rule):
     for `torch.Tensor` the dtype is the default dtype, so integer literals are
     written as floats (`[1, 2]` -> `[1.0, 2.0]`) or, when the elements are
     not literals, `dtype=torch.get_default_dtype()` is passed. Sizes (two or
-    more arguments, an integer literal, `x.size()`) become
+    more arguments, an integer literal, `x.size()`, `size=...`) become
     `torch.empty(...)`, which is just as uninitialised: fill it, or use
     `torch.zeros`. `x.shape` is reported without a fix: a tensor's shape is
-    a size, but an array's is a tuple, which the constructor copies as data. `torch.cuda.*Tensor` adds `device="cuda"` (the current
-    device, as before). A single argument of unknown type (a variable, an
-    array, a storage), keyword arguments, `*args` and calls through a local
+    a size, but an array's is a tuple, which the constructor copies as data.
+    `torch.cuda.*Tensor` adds `device="cuda"` (the current device, as
+    before). A single argument of unknown type (a variable, an array, a
+    storage), other keyword arguments, `*args` and calls through a local
     alias are reported without a fix.
 
     The fix is unsafe, and needs `--unsafe-fixes`, in a file that calls
@@ -158,6 +164,12 @@ class LegacyTensorConstructor(Rule):
         if dtype is not None:
             dtype = dtype.replace("torch.", f"{torch}.")
         args = list(node.args)
+        if len(args) == 1 and args[0].keyword is not None and args[0].keyword.value == "size":
+            new = _rebuilt(node, f"{torch}.empty", args, _keywords_for(dtype, device))
+            self.fixes.append((node, new, imports, device is not None, (
+                f"`torch.{short}(size=...)` allocates uninitialised memory through a legacy "
+                "constructor: use `torch.empty` (or `torch.zeros`)")))
+            return
         if any(a.keyword is not None or a.star for a in args):
             data = args[0].keyword is None and not args[0].star \
                 and is_sequence_display(args[0].value)
@@ -167,7 +179,7 @@ class LegacyTensorConstructor(Rule):
                 f"Legacy tensor constructor `torch.{short}(...)`: a size, data or an alias, "
                 "depending on its arguments' types: use `torch.tensor` or `torch.empty`"))
             return
-        extra = {k: v for k, v in (("dtype", dtype), ("device", device)) if v}
+        extra = _keywords_for(dtype, device)
         if not args:
             new = _rebuilt(node, f"{torch}.empty", [cst.Arg(cst.Integer("0"))], extra)
             self.fixes.append((node, new, imports, device is not None, (
