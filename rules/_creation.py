@@ -213,6 +213,8 @@ def unwind(expr: cst.BaseExpression, resolve: Resolve) -> Chain | None:
 def literal_legacy(call: cst.Call) -> bool:
     """A legacy constructor given literal data or sizes (a single argument of unknown
     type may be a tensor, which it would alias, wherever it lives)."""
+    if len(call.args) == 1 and call.args[0].keyword is not None:
+        return call.args[0].keyword.value == "size"  # `torch.ByteTensor(size=(n,))`
     args = [a for a in call.args if a.keyword is None and not a.star]
     if len(args) != len(call.args) or not args:
         return False
