@@ -221,6 +221,31 @@ def _tool_table(data: dict, path: Path) -> dict | None:
     return table
 
 
+# The keys that may also sit in a `lint` table (`[tool.ptlint.lint]`), as in ruff's
+# `[tool.ruff.lint]`.
+_LINT_KEYS = frozenset({"select", "extend-select", "ignore", "per-file-ignores", "fixable",
+                        "unfixable", "extend-safe-fixes", "extend-unsafe-fixes"})
+
+
+def _with_lint_table(table: dict, path: Path) -> dict:
+    """`table` with the keys of its `lint` table moved up to it."""
+    lint = table.get("lint")
+    if lint is None:
+        return table
+    where = "`lint`" if path.name == "ptlint.toml" else "`tool.ptlint.lint`"
+    if not isinstance(lint, dict):
+        raise ConfigError(f"{path}: {where} must be a table, not {type(lint).__name__}")
+    merged = {k: v for k, v in table.items() if k != "lint"}
+    for key, value in lint.items():
+        if key not in _LINT_KEYS:
+            raise ConfigError(f"{path}: unknown key {key!r} in {where} (it takes "
+                              f"{', '.join(sorted(_LINT_KEYS))})")
+        if key in merged:
+            raise ConfigError(f"{path}: {key!r} is set both in {where} and above it")
+        merged[key] = value
+    return merged
+
+
 def config_in(folder: Path) -> Path | None:
     """The folder's `ptlint.toml`, or its `pyproject.toml` if it has a `[tool.ptlint]`."""
     candidate = folder / "ptlint.toml"
@@ -258,7 +283,7 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> S
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
         table = data if path.name == "ptlint.toml" else _tool_table(data, path) or {}
-        for key, value in table.items():
+        for key, value in _with_lint_table(table, path).items():
             if key not in _KEYS:
                 raise ConfigError(f"{path}: unknown key {key!r} in [tool.ptlint]"
                                   if path.name != "ptlint.toml" else f"{path}: unknown key {key!r}")

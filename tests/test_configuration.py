@@ -194,3 +194,33 @@ def test_running_from_a_deleted_folder_is_a_clear_error(tmp_path):
     code, stderr = out.stdout.split("\n", 1)
     assert code == "2"
     assert "the current folder no longer exists" in stderr and "Traceback" not in stderr
+
+
+# -- ruff's layout: rule selection in a `lint` table ------------------------------------------
+WRAP = "import torch\n\nnet = torch.nn.DataParallel(torch.nn.Linear(2, 2))\n"
+
+
+@pytest.mark.parametrize("name, content", [
+    ("pyproject.toml", '[tool.ptlint.lint]\nignore = ["PTL101"]\nper-file-ignores = {"b.py" = ["PTL102"]}\n'),
+    ("ptlint.toml", '[lint]\nignore = ["PTL101"]\nper-file-ignores = {"b.py" = ["PTL102"]}\n'),
+])
+def test_rule_selection_may_sit_in_a_lint_table_as_in_ruff(cli, tmp_path, name, content):
+    (tmp_path / name).write_text(content)
+    (tmp_path / "a.py").write_text(MOVED + WRAP)
+    (tmp_path / "b.py").write_text(WRAP)
+    out = lint(cli, ".", cwd=tmp_path)
+    assert codes_by_file(out.stdout) == {"a.py": ["PTL102"]}, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("content, message", [
+    ('[tool.ptlint]\nignore = ["PTL101"]\n[tool.ptlint.lint]\nignore = ["PTL301"]\n',
+     "'ignore' is set both in `tool.ptlint.lint` and above it"),
+    ('[tool.ptlint.lint]\ntorch-version = "2.1"\n',
+     "unknown key 'torch-version' in `tool.ptlint.lint`"),
+    ('[tool.ptlint]\nlint = 3\n', "`tool.ptlint.lint` must be a table, not int"),
+])
+def test_a_wrong_lint_table_is_a_clear_error(cli, tmp_path, content, message):
+    (tmp_path / "pyproject.toml").write_text(content)
+    (tmp_path / "a.py").write_text(MOVED)
+    out = lint(cli, ".", cwd=tmp_path)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
