@@ -116,7 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _check_parser(sub)
     rule = sub.add_parser("rule", help="print a rule's documentation")
-    rule.add_argument("code", help="a code (PTL001) or name (loss-kept-with-graph)")
+    rule.add_argument("code", nargs="?", help="a code (PTL001) or name (loss-kept-with-graph)")
+    rule.add_argument("--all", action="store_true", help="every rule's documentation")
+    rule.add_argument("--output-format", choices=("text", "json"), default="text",
+                      help="Markdown text, or JSON (code, name, summary, fix, default, "
+                           "explanation)")
     rules = sub.add_parser("rules", help="list every rule")
     rules.add_argument("--output-format", choices=("full", "json"), default="full",
                        help="a table (full) or JSON")
@@ -182,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parse(build_parser(), argv)
         args.script_args = script_args
         if args.command == "rule":
-            return cmd_rule(args.code)
+            return cmd_rule(args.code, args.all, args.output_format)
         if args.command == "rules":
             return cmd_rules(args.output_format)
         if args.command == "verify":
@@ -235,14 +239,28 @@ def _find_rule(code: str):
     return None
 
 
-def cmd_rule(code: str) -> int:
-    from ptlint.docs import rule_markdown
+def cmd_rule(code: str | None, every: bool, fmt: str) -> int:
+    """`ptlint rule CODE`, or `--all` of them, as Markdown or JSON (as `ruff rule`)."""
+    from ptlint.docs import fix_label, rule_markdown
+    from ptlint.rule import registry
 
-    rule = _find_rule(code)
-    if rule is None:
-        error(f"unknown rule {code!r}; `ptlint rules` lists them")
+    if every == (code is not None):
+        error("name one rule, or --all")
         return 2
-    print(rule_markdown(rule))
+    if every:
+        rules = list(registry().values())
+    else:
+        found = _find_rule(code or "")
+        if found is None:
+            error(f"unknown rule {code!r}; `ptlint rules` lists them")
+            return 2
+        rules = [found]
+    if fmt == "json":
+        docs = [{"code": r.code, "name": r.name, "summary": r.summary(), "fix": fix_label(r),
+                 "default": r.default_enabled, "explanation": rule_markdown(r)} for r in rules]
+        print(json.dumps(docs if every else docs[0], indent=2))
+        return 0
+    print("\n\n".join(rule_markdown(r) for r in rules))
     return 0
 
 

@@ -333,6 +333,22 @@ def test_rules_and_rule(cli):
     assert bad.returncode == 2 and "unknown rule" in bad.stderr
 
 
+def test_rule_all_and_json_as_ruff_rule(cli):
+    every = cli("rule", "--all")
+    assert every.returncode == 0
+    assert cli("rule", "PTL102").stdout.strip() in every.stdout
+    listed = json.loads(cli("rules", "--output-format", "json").stdout)
+    assert every.stdout.count("## Why is this bad?") == len(listed)
+    docs = json.loads(cli("rule", "--all", "--output-format", "json").stdout)
+    assert [d["code"] for d in docs] == [r["code"] for r in listed]
+    one = json.loads(cli("rule", "data-parallel", "--output-format", "json").stdout)
+    assert one["code"] == "PTL102" and one["fix"] == "unsafe" and one["default"] is True
+    assert one["explanation"].strip() == cli("rule", "PTL102").stdout.strip()
+    for argv in (["rule"], ["rule", "PTL102", "--all"]):
+        wrong = cli(*argv)
+        assert wrong.returncode == 2 and "name one rule, or --all" in wrong.stderr
+
+
 def test_config_discovered_by_walking_up(cli, project):
     (project / "pyproject.toml").write_text('[tool.ptlint]\nignore = ["PTL102"]\n')
     assert cli("train.py", cwd=project / "src").returncode == 0
