@@ -8,7 +8,7 @@ from ptlint.model import Safety
 from ptlint.rules._loaders import Loader, LoaderRule
 
 _PIN_MEMORY_INDEX = 7  # DataLoader's 8th parameter
-_CUDA = re.compile("cuda")
+_GPU = re.compile("cuda|accelerator")  # torch.accelerator: CUDA among others
 
 
 class DataLoaderWithoutPinMemory(LoaderRule):
@@ -18,7 +18,8 @@ class DataLoaderWithoutPinMemory(LoaderRule):
     batches go to a CUDA device: a loop over the loader moves what it yields
     with `.cuda()`, `.to(device)` (a `"cuda..."` string, a name or attribute
     called `device`, or `device=`) or `.type(torch.cuda.FloatTensor)`, in a
-    file whose code (not only its comments) mentions CUDA. A loader that is returned, stored or passed to
+    file whose code (not only its comments) mentions CUDA or
+    `torch.accelerator`. A loader that is returned, stored or passed to
     a function (so the loop may live elsewhere) counts when some loop in the
     file moves its batches. A loader iterated in place
     (`for x in DataLoader(...)`) is judged by that loop alone, and a name
@@ -87,7 +88,7 @@ class DataLoaderWithoutPinMemory(LoaderRule):
         plain = [a for a in node.args if a.keyword is None and not a.star]
         if (keyword(node, "pin_memory") is not None or any(a.star for a in node.args)
                 or len(plain) > _PIN_MEMORY_INDEX or loader.in_test or self.skipped(loader)
-                or not self.context.mentions(_CUDA)):
+                or not self.context.mentions(_GPU)):
             return
         used = self.how_used(loader)
         if "moved" in used or ("passed" in used and self.any_moved):
