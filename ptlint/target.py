@@ -5,7 +5,8 @@ the project's declared requirement admits, read from the nearest folder (the
 linted file's folder, then its parents up to the repository root) that declares
 one in `pyproject.toml` (`[project]` dependencies and optional dependencies),
 `requirements*.txt`, `setup.cfg` (`install_requires`, `extras_require`) or a
-literal `install_requires` / `extras_require` in `setup.py`. Without a
+literal `install_requires` / `extras_require` in `setup.py`; raised to the torch
+release the project's torchvision requirement needs, when that is newer. Without a
 declaration, the installed torch (read from its metadata: torch is never
 imported), else the newest version ptlint knows.
 """
@@ -29,6 +30,18 @@ NEWEST_KNOWN_TORCH = "2.13"
 # versions the requirement itself names).
 _RELEASES = [Version(f"1.{m}") for m in range(14)] + [
     Version(f"2.{m}") for m in range(int(NEWEST_KNOWN_TORCH.split(".")[1]) + 1)]
+# torchvision 0.(m + 1) is built for torch 1.m (from torchvision 0.5 and torch 1.4 on),
+# and 0.(m + 15) for torch 2.m: a project that requires torchvision>=0.13 runs torch 1.12
+# or newer, whatever its own requirement on torch admits.
+_VISION_RELEASES = [Version(f"0.{m}") for m in range(5, 16 + int(NEWEST_KNOWN_TORCH.split(".")[1]))]
+
+
+def torch_for_torchvision(vision: Version) -> Version | None:
+    """The torch release a torchvision release is built for (None before 0.5)."""
+    major, minor = (list(vision.release) + [0])[:2]
+    if major != 0 or minor < 5:
+        return None
+    return Version(f"1.{minor - 1}") if minor < 15 else Version(f"2.{minor - 15}")
 
 
 Target = tuple[Version, str]  # the version, and where it comes from in words
@@ -57,14 +70,24 @@ def installed_or_newest() -> Target:
 
 def declared_version(folder: Path, memo: dict[str, Target | None]) -> Target | None:
     """The lowest version admitted by the torch requirements of the nearest
-    folder that declares any, with a description of the requirement."""
+    folder that declares any, with a description of the requirement; raised to
+    what its torchvision requirements need, when that is newer."""
     key = str(folder)
     if key in memo:
         return memo[key]
-    found = [(lowest, where) for req, where in _requirements(folder)
-             if (lowest := lowest_admitted(req)) is not None]
+    torch: list[Target] = []
+    vision: list[Target] = []
+    for req, where in _requirements(folder):
+        if req.name.lower() == "torch":
+            if (lowest := lowest_admitted(req)) is not None:
+                torch.append((lowest, where))
+        elif (lowest := lowest_admitted(req, _VISION_RELEASES)) is not None:
+            needs = torch_for_torchvision(lowest)
+            if needs is not None:
+                vision.append((needs, f"{where}, which needs torch {needs}"))
+    found = [min(kind, key=lambda pair: pair[0]) for kind in (torch, vision) if kind]
     if found:
-        answer: Target | None = min(found, key=lambda pair: pair[0])
+        answer: Target | None = max(found, key=lambda pair: pair[0])
     elif (folder / ".git").exists() or folder.parent == folder:
         answer = None  # the repository root, or the file system's: no further
     else:
@@ -73,9 +96,10 @@ def declared_version(folder: Path, memo: dict[str, Target | None]) -> Target | N
     return answer
 
 
-def lowest_admitted(req: Requirement) -> Version | None:
-    """The lowest torch release (or version the requirement names) that `req`
-    admits; None for a requirement that names no version (`torch`, a URL)."""
+def lowest_admitted(req: Requirement, releases: list[Version] = _RELEASES) -> Version | None:
+    """The lowest release (of torch by default, or among `releases`), or version the
+    requirement names, that `req` admits; None for a requirement that names no
+    version (`torch`, a URL)."""
     spec = req.specifier
     if not len(spec):
         return None
@@ -88,7 +112,7 @@ def lowest_admitted(req: Requirement) -> Version | None:
         named.add(v)
         major, minor, micro = (list(v.release) + [0, 0])[:3]
         named.add(Version(f"{major}.{minor}.{micro + 1}"))  # for `>v`
-    for candidate in sorted({*_RELEASES, *named}):
+    for candidate in sorted({*releases, *named}):
         if spec.contains(candidate):
             return candidate
     return None
@@ -105,7 +129,9 @@ def _torch(lines: Iterable[str], where: str) -> Iterator[tuple[Requirement, str]
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        if canonicalize_name(req.name) == "torch":
+        name = canonicalize_name(req.name)
+        if name in ("torch", "torchvision"):
+            req.name = name
             yield req, f"{line.strip()} ({where})"
 
 
