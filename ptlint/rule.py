@@ -62,12 +62,15 @@ def _code_matches(pattern: re.Pattern[str], code: str) -> bool:
     import io
     import tokenize
 
+    lines = io.StringIO(code).readlines()  # the lines the tokenizer numbers
     try:
-        return any(pattern.search(token.string)
-                   for token in tokenize.generate_tokens(io.StringIO(code).readline)
-                   if token.type != tokenize.COMMENT)
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.COMMENT:  # a comment runs to the end of its line
+                row, column = token.start
+                lines[row - 1] = lines[row - 1][:column] + "\n"
     except (tokenize.TokenError, SyntaxError):
         return True
+    return bool(pattern.search("".join(lines)))
 
 
 def _kebab(name: str) -> str:

@@ -8,7 +8,7 @@ from ptlint.model import Safety
 from ptlint.rules._loaders import Loader, LoaderRule
 
 _PIN_MEMORY_INDEX = 7  # DataLoader's 8th parameter
-_GPU = re.compile("cuda|accelerator")  # torch.accelerator: CUDA among others
+_GPU = re.compile(r"cuda|torch\.accelerator")  # (not accelerate's `accelerator` object)
 
 
 class DataLoaderWithoutPinMemory(LoaderRule):
