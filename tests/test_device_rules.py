@@ -148,6 +148,10 @@ PREDICT = """\
 def test_ptl132_cuda_named_only_in_a_comment_is_no_gpu(cli, tmp_path):
     write(tmp_path / "cpu.py", PREDICT)
     write(tmp_path / "gpu.py", PREDICT.replace('device="cpu"', 'device="cuda"'))
+    # torch's accelerator API names the GPU too; accelerate's `accelerator` object does not
+    write(tmp_path / "torch_accelerator.py", PREDICT.replace(
+        'device="cpu"', "device=torch.accelerator.current_accelerator()"))
+    write(tmp_path / "accelerate.py", PREDICT.replace('device="cpu"', "device=accelerator.device"))
     proc = cli(".", "--select", "PTL132", "--output-format", "json", cwd=tmp_path)
-    assert [(f["filename"].rsplit("/", 1)[-1], f["location"]["line"])
-            for f in json.loads(proc.stdout)] == [("gpu.py", 6)]
+    assert sorted((f["filename"].rsplit("/", 1)[-1], f["location"]["line"])
+                  for f in json.loads(proc.stdout)) == [("gpu.py", 6), ("torch_accelerator.py", 6)]
