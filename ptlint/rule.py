@@ -52,11 +52,12 @@ class Context:
         key = ("mentions", pattern)
         found = self.shared.get(key)
         if found is None:
-            found = self.shared[key] = _code_matches(pattern, self.source)
+            found = self.shared[key] = code_matches(pattern, self.source)
         return found
 
 
-def _code_matches(pattern: re.Pattern[str], code: str) -> bool:
+def code_matches(pattern: re.Pattern[str], code: str) -> bool:
+    """Whether `code`, its comments left out, matches `pattern`."""
     if not pattern.search(code):
         return False
     import io

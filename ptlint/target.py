@@ -122,12 +122,12 @@ def _torch(lines: Iterable[str], where: str) -> Iterator[tuple[Requirement, str]
     for line in lines:
         if "torch" not in line.lower():  # (most lines name something else: not parsed)
             continue
-        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging import requirements
         from packaging.utils import canonicalize_name
 
         try:
-            req = Requirement(line)
-        except InvalidRequirement:
+            req = requirements.Requirement(line)
+        except requirements.InvalidRequirement:
             continue
         name = canonicalize_name(req.name)
         if name in ("torch", "torchvision"):

@@ -1,16 +1,14 @@
 """PTL130 host-sync-in-training-loop."""
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 
 import libcst as cst
 
 from ptlint.analysis.dataflow import (SYNC_METHODS, Assignment, assignments, closure, key_of,
                                      last_name, loss_keys, value_keys)
 from ptlint.analysis.semantic import BACKWARD, Function, Loop
-from ptlint.rule import Rule
+from ptlint.rule import Rule, code_matches
 
 _BUILTINS = {"builtins.print": "print", "builtins.float": "float", "builtins.int": "int",
              "builtins.bool": "bool"}
@@ -22,14 +20,7 @@ _NOT_A_LOSS = re.compile(r"weight|scale|fn|func|mask|factor|coef|config|type|lam
 def _mentions_device(code: str) -> bool:
     """Whether the code, not its comments, mentions cuda, a device or an accelerator
     (`# model.cuda()  # uncomment for the GPU` runs on the CPU)."""
-    if not _DEVICE_HINT.search(code):
-        return False
-    try:
-        return any(_DEVICE_HINT.search(token.string)
-                   for token in tokenize.generate_tokens(io.StringIO(code).readline)
-                   if token.type != tokenize.COMMENT)
-    except (tokenize.TokenError, SyntaxError):
-        return True
+    return code_matches(_DEVICE_HINT, code)
 
 
 def _has_sync_inside(node: cst.BaseExpression) -> bool:
