@@ -61,7 +61,8 @@ class HostSyncInTrainingLoop(Rule):
     Only the hot loop counts: the loop that itself calls `.backward()` or the
     optimizer step. Calls under a schedule-like `if` in that loop
     (`if step % log_every == 0:`, `if i == len(loader) - 1:`,
-    `if args.verbose:`), under a process guard (`if rank == 0:`,
+    `if args.verbose:`, `if regularize:` after `regularize = i % k == 0` in
+    the loop), under a process guard (`if rank == 0:`,
     `if is_main_process():`) and in `except` handlers are not flagged, nor
     are values that do not come from the loss or the outputs (the batch
     itself, hyper-parameters). A name holds what the loop body assigned to

@@ -14,6 +14,7 @@ from ptlint.analysis import training as t
 from ptlint.analysis.dataflow import Event, body_of, statements
 from ptlint.analysis.names import Scope
 from ptlint.analysis.statements import holders
+from ptlint.analysis.walk import descendants
 
 if TYPE_CHECKING:
     from ptlint.analysis.semantic import SemanticModel
@@ -60,13 +61,25 @@ class Site:
 
     def periodic_within(self, loop: "Loop") -> bool:
         """Guarded, inside `loop`, by an `if` whose test looks like a schedule or a
-        process guard (`step % k == 0`, `rank == 0`), or in an `except` handler."""
+        process guard (`step % k == 0`, `rank == 0`, or a name the loop binds to
+        one: `regularize = i % k == 0`), or in an `except` handler."""
         path = self.ctx.function.model.path(self.node, loop.node)
         for node, inner in zip(path, path[1:]):
             if type(node) is cst.ExceptHandler or (type(node) is cst.If and inner is not node.test
-                                                   and t.schedule_test(node.test)):
+                                                   and (t.schedule_test(node.test)
+                                                        or _scheduled_name(node.test, loop.node))):
                 return True
         return False
+
+
+def _scheduled_name(test: cst.BaseExpression, loop: cst.CSTNode) -> bool:
+    """`if flag:` where `loop` assigns `flag = <a schedule test>`."""
+    if type(test) is not cst.Name:
+        return False
+    return any(type(node) is cst.Assign and len(node.targets) == 1
+               and type(node.targets[0].target) is cst.Name
+               and node.targets[0].target.value == test.value and t.schedule_test(node.value)
+               for node in descendants(loop))
 
 
 class Ctx:
