@@ -5,8 +5,9 @@ the project's declared requirement admits, read from the nearest folder (the
 linted file's folder, then its parents up to the repository root) that declares
 one in `pyproject.toml` (`[project]` dependencies and optional dependencies),
 `requirements*.txt`, `setup.cfg` (`install_requires`, `extras_require`) or a
-literal `install_requires` / `extras_require` in `setup.py`; raised to the torch
-release the project's torchvision requirement needs, when that is newer. Without a
+literal `install_requires` / `extras_require` in `setup.py`; each raised to the
+torch release a torchvision requirement of the same list needs, when that is newer.
+Without a
 declaration, the installed torch (read from its metadata: torch is never
 imported), else the newest version ptlint knows.
 """
@@ -70,24 +71,30 @@ def installed_or_newest() -> Target:
 
 def declared_version(folder: Path, memo: dict[str, Target | None]) -> Target | None:
     """The lowest version admitted by the torch requirements of the nearest
-    folder that declares any, with a description of the requirement; raised to
-    what its torchvision requirements need, when that is newer."""
+    folder that declares any, with a description of the requirement. A torch
+    requirement is raised to what a torchvision requirement of the same list
+    (file, section or extra) needs, when that is newer: pip installs them
+    together. A torchvision requirement alone declares nothing."""
     key = str(folder)
     if key in memo:
         return memo[key]
-    torch: list[Target] = []
-    vision: list[Target] = []
-    for req, where in _requirements(folder):
-        if req.name.lower() == "torch":
+    torch: list[tuple[Version, str, str]] = []  # (lowest, the requirement, its list)
+    vision: dict[str, Target] = {}  # list -> what its torchvision requirements need
+    for req, line, source in _requirements(folder):
+        if req.name == "torch":
             if (lowest := lowest_admitted(req)) is not None:
-                torch.append((lowest, where))
+                torch.append((lowest, line, source))
         elif (lowest := lowest_admitted(req, _VISION_RELEASES)) is not None:
             needs = torch_for_torchvision(lowest)
-            if needs is not None:
-                vision.append((needs, f"{where}, which needs torch {needs}"))
-    found = [min(kind, key=lambda pair: pair[0]) for kind in (torch, vision) if kind]
+            if needs is not None and (source not in vision or needs > vision[source][0]):
+                vision[source] = (needs, line)
+    found: list[Target] = []
+    for lowest, line, source in torch:
+        needs, vision_line = vision.get(source, (lowest, ""))
+        found.append((needs, f"{vision_line} ({source}), which needs torch {needs}")
+                     if needs > lowest else (lowest, f"{line} ({source})"))
     if found:
-        answer: Target | None = max(found, key=lambda pair: pair[0])
+        answer: Target | None = min(found, key=lambda pair: pair[0])
     elif (folder / ".git").exists() or folder.parent == folder:
         answer = None  # the repository root, or the file system's: no further
     else:
@@ -118,7 +125,9 @@ def lowest_admitted(req: Requirement, releases: list[Version] = _RELEASES) -> Ve
     return None
 
 
-def _torch(lines: Iterable[str], where: str) -> Iterator[tuple[Requirement, str]]:
+def _torch(lines: Iterable[str], where: str) -> Iterator[tuple[Requirement, str, str]]:
+    """The requirements on torch and torchvision among `lines`, each with its line
+    and `where` (the list they come from)."""
     for line in lines:
         if "torch" not in line.lower():  # (most lines name something else: not parsed)
             continue
@@ -132,11 +141,12 @@ def _torch(lines: Iterable[str], where: str) -> Iterator[tuple[Requirement, str]
         name = canonicalize_name(req.name)
         if name in ("torch", "torchvision"):
             req.name = name
-            yield req, f"{line.strip()} ({where})"
+            yield req, line.strip(), where
 
 
-def _requirements(folder: Path) -> Iterator[tuple[Requirement, str]]:
-    """Every requirement on torch the files of `folder` declare, with where."""
+def _requirements(folder: Path) -> Iterator[tuple[Requirement, str, str]]:
+    """Every requirement on torch or torchvision the files of `folder` declare,
+    with its line and the list it is in."""
     yield from _pyproject(folder / "pyproject.toml")
     try:
         listed = sorted(folder.glob("requirements*.txt"))
@@ -166,7 +176,7 @@ def _requirement_lines(text: str) -> Iterator[str]:
             yield line
 
 
-def _pyproject(path: Path) -> Iterator[tuple[Requirement, str]]:
+def _pyproject(path: Path) -> Iterator[tuple[Requirement, str, str]]:
     text = _read(path)
     if text is None or "torch" not in text:
         return
@@ -190,7 +200,7 @@ def _strings(items: Iterable[object]) -> list[str]:
     return [item for item in items if isinstance(item, str)]
 
 
-def _setup_cfg(path: Path) -> Iterator[tuple[Requirement, str]]:
+def _setup_cfg(path: Path) -> Iterator[tuple[Requirement, str, str]]:
     text = _read(path)
     if text is None or "torch" not in text:
         return
@@ -207,7 +217,7 @@ def _setup_cfg(path: Path) -> Iterator[tuple[Requirement, str]]:
             yield from _torch(_requirement_lines(value), f"{path} [options.extras_require] {extra}")
 
 
-def _setup_py(path: Path) -> Iterator[tuple[Requirement, str]]:
+def _setup_py(path: Path) -> Iterator[tuple[Requirement, str, str]]:
     """`install_requires` and `extras_require` of a `setup(...)` call, when they
     are literals (or names bound to literals at the top of the file)."""
     text = _read(path)

@@ -92,7 +92,6 @@ def test_a_broken_nested_configuration_is_a_clear_error(cli, tmp_path):
     # torchvision 0.14 needs torch 1.13: a newer floor than the project's own pin on torch
     ("requirements.txt", "torch>=1.7.1\ntorchvision>=0.14\n", "1.13"),
     ("requirements.txt", "torch>=2.2\ntorchvision>=0.13\n", "2.2"),
-    ("requirements.txt", "torchvision>=0.20,<0.22\n", "2.5"),
 ])
 def test_the_torch_version_comes_from_the_project(cli, tmp_path, name, content, version):
     (tmp_path / name).write_text(content)
@@ -105,6 +104,29 @@ def test_the_torch_version_comes_from_the_project(cli, tmp_path, name, content, 
     # a security rule off since torch 2.6 is on for the versions the project supports
     out = lint(cli, "src", cwd=tmp_path)
     assert codes_by_file(out.stdout) == {"src/m.py": ["PTL301"]}
+
+
+@pytest.mark.parametrize("files, version, source", [
+    # a torchvision requirement raises only the torch requirement of its own list
+    ({"pyproject.toml": '[project]\nname = "p"\ndependencies = ["torch>=1.8"]\n'
+                        '[project.optional-dependencies]\ndocs = ["torchvision>=0.17"]\n'},
+     "1.8", "torch>=1.8"),
+    ({"requirements.txt": "torch>=1.8\n", "requirements-docs.txt": "torchvision>=0.17\n"},
+     "1.8", "torch>=1.8"),
+    # alone it declares nothing: the search goes on up to the project's torch requirement
+    ({"pyproject.toml": '[project]\nname = "p"\ndependencies = ["torch>=2.1"]\n',
+      "src/requirements.txt": "torchvision>=0.8\n"}, "2.1", "torch>=2.1"),
+])
+def test_a_torchvision_requirement_raises_only_its_own_lists_torch(cli, tmp_path, files, version,
+                                                                    source):
+    (tmp_path / ".git").mkdir()
+    for name, content in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(content)
+    (tmp_path / "src").mkdir(exist_ok=True)
+    (tmp_path / "src" / "m.py").write_text(LOAD)
+    shown = cli("--show-settings", "src/m.py", cwd=tmp_path)
+    assert f'torch-version = "{version}"' in shown.stdout and source in shown.stdout, shown.stdout
 
 
 def test_each_file_targets_the_torch_version_of_its_own_project(cli, tmp_path):
