@@ -30,6 +30,7 @@ _NOT_RUNNING = frozenset({"eval", "load_state_dict", "state_dict", "to", "cuda",
                           "requires_grad_"})
 _HARMLESS = frozenset({"print", "len", "isinstance", "type", "id", "repr", "str"})
 _TRAINS = ("backward", "optim", ".step(")  # in a file without these, nothing is trained
+_TRAIN_MODE = re.compile(r"\.train\((?!\s*(?:mode\s*=\s*)?False\s*\))")  # not `.train(False)`
 
 
 @dataclass
@@ -61,7 +62,8 @@ class DataParallel(TracksTests, Rule):
       `torch.no_grad()` / `torch.inference_mode()` (a block or a decorated
       function) and is not returned, or it is put in `.eval()` (also chained
       to the wrap: `DataParallel(m).eval()`) and nothing in the file calls
-      `.train(`: `DistributedDataParallel` is a training wrapper;
+      `.train(` (but `.train(False)`, which is eval mode):
+      `DistributedDataParallel` is a training wrapper;
     - test code (test files, and `test*` functions and `Test*` classes in a
       file that uses pytest or unittest), where `DataParallel` support itself
       is what is tested.
@@ -280,7 +282,7 @@ class DataParallel(TracksTests, Rule):
         trains = any(text in self.context.source for text in _TRAINS)
         inference = set() if trains else self._inference_wraps()
         # an evaluation script: the model is put in eval mode and never trained
-        evaluated = set() if trains or ".train(" in self.context.source else self.evaluated
+        evaluated = set() if trains or _TRAIN_MODE.search(self.context.source) else self.evaluated
         for wrap in self.wraps:
             if (id(wrap.owner), wrap.target) in inference or evaluated & {wrap.target,
                                                                          _wrapped(wrap)}:

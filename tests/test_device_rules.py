@@ -102,6 +102,8 @@ def test_ptl102_silent_for_an_evaluation_script_only(cli, tmp_path):
     write(tmp_path / "evaluate.py", EVALUATES)
     write(tmp_path / "train.py", EVALUATES + "\n    def fit(model, opt):\n        opt.step()\n")
     write(tmp_path / "both.py", EVALUATES + "\n    def resume(net):\n        net.train()\n")
+    # `.train(False)` is eval mode
+    write(tmp_path / "frozen.py", EVALUATES + "\n    def freeze(net):\n        net.train(False)\n")
     proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
     assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
         "both.py", "train.py"]
