@@ -21,6 +21,7 @@ from ptlint.rule import Context, Rule, RuleError, rule_failed
 
 if TYPE_CHECKING:
     from ptlint.config import Settings
+    from ptlint.engine.reparse import Reparser
 
 
 @dataclass
@@ -49,8 +50,10 @@ def lint_text(
     settings: "Settings",
     *,
     timings: dict[str, float] | None = None,
+    parser: "Reparser | None" = None,
 ) -> LintResult:
-    """Lint one module's text. Never raises for bad input."""
+    """Lint one module's text. Never raises for bad input. `parser` (an editor's
+    document) re-parses only what changed since the text it last parsed."""
     result = LintResult()
     directives = Directives.read(text)
     result.notices = directives.notices(path)
@@ -61,7 +64,7 @@ def lint_text(
         rules = [r for r in rules if r.code not in directives.file]
     ran = {r.code for r in rules}
     rules = active_rules(text, rules)
-    if not _run_rules(text, path, settings, rules, directives, result, timings):
+    if not _run_rules(text, path, settings, rules, directives, result, timings, parser):
         return result
     if settings.is_enabled(UNUSED_NOQA, path) and not result.errors and UNUSED_NOQA not in (
         directives.file or ()
@@ -74,7 +77,7 @@ def lint_text(
 
 def _run_rules(text: str, path: str, settings: "Settings", rules: list[type[Rule]],
                directives: Directives, result: LintResult,
-               timings: dict[str, float] | None) -> bool:
+               timings: dict[str, float] | None, parser: "Reparser | None" = None) -> bool:
     """Run `rules` on the text into `result`, suppressions applied; False when
     the text does not parse (its PTL000 finding or error is in `result`)."""
     clock = time.perf_counter
@@ -88,12 +91,16 @@ def _run_rules(text: str, path: str, settings: "Settings", rules: list[type[Rule
         if timings is not None:
             timings["syntax check only"] = timings.get("syntax check only", 0.0) + clock() - t0
         return verdict is None
-    problem = too_deep(text, path)
-    if problem is None:
+    module = parser.reparse(text) if parser is not None else None
+    problem = None if module is not None else too_deep(text, path)
+    if module is None and problem is None:
         try:
             module = parse(text)
         except (cst.ParserSyntaxError, RecursionError, ValueError, SyntaxError) as exc:
             problem = syntax_error(path, exc, text)
+        else:
+            if parser is not None:
+                parser.remember(text, module)
     if problem is not None:
         if isinstance(problem, str):
             result.errors.append(problem)

@@ -129,26 +129,27 @@ def path_name(snapshot: Snapshot) -> str:
     return str(snapshot.path) if snapshot.path is not None else snapshot.uri
 
 
-def lint(snapshot: Snapshot, configs: Configs) -> Linted:
-    """Never raises: a broken configuration or an internal error is in the result."""
+def lint(snapshot: Snapshot, configs: Configs, parser: Any = None) -> Linted:
+    """Never raises: a broken configuration or an internal error is in the result.
+    `parser`: the document's `Reparser` (a file, not a notebook)."""
     try:
         settings = configs.settings_for(snapshot.path)
     except ConfigError as exc:
         return Linted(snapshot, None, config_error=str(exc))
     try:
-        return _lint(snapshot, settings)
+        return _lint(snapshot, settings, parser)
     except Exception as exc:  # noqa: BLE001 - the server must outlive a bug in the engine
         return Linted(snapshot, settings,
                       errors=[f"{path_name(snapshot)}: internal error: {one_line(exc)}"])
 
 
-def _lint(snapshot: Snapshot, settings: Settings) -> Linted:
+def _lint(snapshot: Snapshot, settings: Settings, parser: Any) -> Linted:
     from ptlint.engine.lint import lint_text
     from ptlint.engine.notebook import lint_cells
 
     name = path_name(snapshot)
     if snapshot.cells is None:
-        result = lint_text(snapshot.text, name, settings)
+        result = lint_text(snapshot.text, name, settings, parser=parser)
         items = [Item(snapshot.uri, f, f) for f in result.findings]
         return Linted(snapshot, settings, items, result.errors)
     uris = {index: uri for index, uri, _ in snapshot.cells}

@@ -51,6 +51,7 @@ class PtlintServer(LanguageServer):
         self.published: dict[str, set[str]] = {}  # target -> URIs given diagnostics
         self.tasks: dict[str, asyncio.Task] = {}
         self.waiting: set[str] = set()  # targets whose lint is still in its debounce
+        self.parsers: dict[str, Any] = {}  # file -> its Reparser (used in the lint thread only)
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="ptlint-lint")
         self.shown: set[str] = set()  # messages already shown to the user
         self.problems: list[str] = []  # with the initialization options, shown when initialized
@@ -115,7 +116,14 @@ class PtlintServer(LanguageServer):
                     return previous
             except Exception:  # noqa: BLE001 - lint() reports configuration errors
                 pass
-        return lint(snapshot, self.configs)
+        parser = None
+        if snapshot.cells is None and self.store.generation(snapshot.uri) is not None:
+            parser = self.parsers.get(snapshot.uri)
+            if parser is None:
+                from ptlint.engine.reparse import Reparser
+
+                parser = self.parsers[snapshot.uri] = Reparser()
+        return lint(snapshot, self.configs, parser)
 
     async def current(self, target: str | None) -> Linted | None:
         """The lint of the target's current text, linting it now if need be."""
@@ -137,6 +145,7 @@ class PtlintServer(LanguageServer):
         if task is not None:
             task.cancel()
         self.results.pop(target, None)
+        self.parsers.pop(target, None)
         for uri in self.published.pop(target, set()) | {target}:
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, []))
 
