@@ -103,6 +103,56 @@ async def test_only_the_changed_document_is_linted_again(tmp_path):
         assert sum(f"linted {a} " in t for t in ed.traces) == 4
 
 
+TRAIN = """import torch
+
+
+def helper(x):
+    return x * 2
+
+
+def train(model, loader, optimizer):
+    losses = []
+    for batch in loader:
+        optimizer.zero_grad()
+        loss = model(batch).sum()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss)
+    return losses
+
+
+def evaluate(model, loader):
+    return [model(batch) for batch in loader]
+"""
+
+
+async def test_edits_reparse_in_part_and_match_a_fresh_lint(tmp_path):
+    edits = [("optimizer.step()", "optimizer.step()  # step"),  # a comment in the loop
+             ("losses.append(loss)", "losses.append(loss.item())"),  # the finding goes
+             ("losses.append(loss.item())",
+              "losses.append(loss)\n        m = torch.nn.DataParallel(model)"),
+             ("return x * 2", "return x * (2"),  # the syntax broken
+             ("return x * (2", "return x * 3"),  # and fixed
+             ("def evaluate", "def added():\n    pass\n\n\ndef evaluate")]  # a new def
+    async with editor(tmp_path, trace=True) as ed:
+        doc = ed.open(tmp_path / "train.py", TRAIN)
+        await ed.diagnostics(doc)
+        text = TRAIN
+        for n, (old, new) in enumerate(edits):
+            assert old in text
+            text = text.replace(old, new)
+            got = await ed.diagnostics(doc, ed.change(doc, text))
+            fresh = ed.open(tmp_path / f"fresh{n}.py", text)  # linted from scratch
+            want = await ed.diagnostics(fresh)
+            assert [(d.code, d.range, d.message) for d in got] == \
+                [(d.code, d.range, d.message) for d in want], old
+            ed.close(fresh)
+        await barrier(ed, doc)
+        ours = [t for t in ed.traces if f"linted {doc} " in t]
+        assert len(ours) == 1 + len(edits)
+        assert sum(t.endswith("re-parsed in part") for t in ours) >= 4, ours
+
+
 async def test_changes_faster_than_linting_never_publish_stale_diagnostics(tmp_path):
     def text(version: int) -> str:  # each version flags a different line
         return "import torch\n" + "\n" * version + "m = torch.nn.DataParallel(model)\n"

@@ -105,6 +105,7 @@ class Reparser:
     def __init__(self) -> None:
         self.text: str | None = None
         self.module: cst.Module | None = None
+        self.partial = False  # whether the last module came from a re-parse of part of it
         # id(node) -> (node, length of its text, offset of its body's first statement or None)
         self._info: dict[int, tuple[cst.CSTNode, int, int | None]] = {}
 
@@ -112,7 +113,7 @@ class Reparser:
         """The module a full parse gave for `text`."""
         if module is not self.module:
             self._info = {}
-        self.text, self.module = text, module
+        self.text, self.module, self.partial = text, module, False
 
     def reparse(self, text: str) -> cst.Module | None:
         """The module of `text`, re-parsing only the changed statements; None
@@ -126,7 +127,7 @@ class Reparser:
         except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError, MemoryError):
             module = None
         if module is not None:
-            self.text, self.module = text, module
+            self.text, self.module, self.partial = text, module, True
             self._prune()
         return module
 

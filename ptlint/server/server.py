@@ -2,8 +2,9 @@
 message.
 
 Linting runs in one worker thread, so the server keeps reading messages while a
-large file is linted. A change waits `DEBOUNCE` seconds before its document is
-linted; a newer change cancels that wait, and the result of a lint whose
+large file is linted. A change is linted at once when the lint thread is idle;
+while it is busy, the change waits `DEBOUNCE` seconds and a newer change cancels
+that wait (typing faster than linting is coalesced), and the result of a lint whose
 document changed or closed meanwhile is dropped: every document and notebook
 has a generation that each change bumps, and only a result for the current
 generation is published (with the client's version).
@@ -26,7 +27,7 @@ from ptlint.server import docs
 from ptlint.server.documents import Lines, Store, fs_path
 from ptlint.server.lint import Configs, Item, Linted, check_overrides, lint
 
-DEBOUNCE = 0.05  # seconds a change waits for the next one before it is linted
+DEBOUNCE = 0.05  # seconds a change waits for the next one while a lint is running
 FIX_ALL = "source.fixAll.ptlint"
 SHOW_DOCS = "ptlint.showDocumentation"
 CONFIG_FILES = ("pyproject.toml", "ptlint.toml")
@@ -50,6 +51,7 @@ class PtlintServer(LanguageServer):
         self.results: dict[str, Linted] = {}
         self.published: dict[str, set[str]] = {}  # target -> URIs given diagnostics
         self.tasks: dict[str, asyncio.Task] = {}
+        self.linting = 0  # lints running in the lint thread or queued for it
         self.waiting: set[str] = set()  # targets whose lint is still in its debounce
         self.parsers: dict[str, Any] = {}  # file -> its Reparser (used in the lint thread only)
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="ptlint-lint")
@@ -86,6 +88,8 @@ class PtlintServer(LanguageServer):
         return task
 
     async def _run(self, target: str, delay: float) -> None:
+        if delay and not self.linting and not self.waiting:
+            delay = 0  # nothing to coalesce with: no need to wait
         if delay:
             self.waiting.add(target)
             try:
@@ -97,15 +101,23 @@ class PtlintServer(LanguageServer):
             return
         previous = self.results.get(target)
         started = time.perf_counter()
-        linted = await asyncio.get_running_loop().run_in_executor(
-            self.executor, self._lint, snapshot, previous)
+        loop = asyncio.get_running_loop()
+        job = self.executor.submit(self._lint, snapshot, previous)
+        self.linting += 1  # until the job ends, even if this task is cancelled first
+        job.add_done_callback(lambda _: _call_soon(loop, self._lint_done))
+        linted = await asyncio.wrap_future(job)
         if self.store.generation(target) != snapshot.generation:
             return  # changed or closed while it was linted: a newer lint follows
         self.results[target] = linted
         if linted is not previous:
             self.publish(linted)
+            parser = self.parsers.get(target)
+            part = ", re-parsed in part" if parser is not None and parser.partial else ""
             self.trace(f"linted {target} in {time.perf_counter() - started:.3f} s: "
-                       f"{len(linted.items)} findings")
+                       f"{len(linted.items)} findings{part}")
+
+    def _lint_done(self) -> None:
+        self.linting -= 1
 
     def _lint(self, snapshot, previous: Linted | None) -> Linted:
         """In the worker thread: the previous result if nothing it depends on changed."""
@@ -219,6 +231,13 @@ class PtlintServer(LanguageServer):
 
     async def in_worker(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn) -> None:
+    try:
+        loop.call_soon_threadsafe(fn)
+    except RuntimeError:  # the loop is closed: the server is stopping
+        pass
 
 
 def wanted(only: list[str] | None, kind: str) -> bool:
