@@ -98,6 +98,41 @@ def test_locator_gives_libcst_positions_for_every_node():
     assert partial > 100  # most statements are printed alone, not the whole module
 
 
+def test_locator_prints_only_the_innermost_statement_it_needs():
+    """Nodes inside a function's loop: only their statement is printed, and
+    the positions are LibCST's."""
+    from pathlib import Path
+
+    import libcst as cst
+    from libcst.metadata import (MetadataWrapper, PositionProvider,
+                                 WhitespaceInclusivePositionProvider)
+
+    from ptlint.analysis.walk import descendants
+
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    smaller = checked = 0
+    for path in sorted(root.glob("PTL*/bad.py")):
+        text = path.read_text(encoding="utf-8")
+        module = cst.parse_module(text)
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        syntactic = wrapper.resolve(PositionProvider)
+        inclusive = wrapper.resolve(WhitespaceInclusivePositionProvider)
+        for top in module.body:
+            block = getattr(top, "body", None)
+            if not isinstance(block, cst.IndentedBlock):
+                continue
+            whole = len(locate.Locator(module, [top], [top], text).tokens)
+            for statement in block.body[::2]:
+                inside = [n for n in descendants(statement) if n in syntactic]
+                locator = locate.Locator(module, inside, inside, text)
+                assert _ranges(locator.span, inside) == _ranges(syntactic.__getitem__, inside)
+                assert _ranges(locator.inclusive_span, inside) == _ranges(
+                    inclusive.__getitem__, inside)
+                checked += 1
+                smaller += len(locator.tokens) < whole
+    assert checked > 200 and smaller > 0.9 * checked
+
+
 NARROW_CASES = {
     # a block edit at the top level: the rule rebuilds the module
     "module-level loop": (

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Iterable
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from ptlint.analysis.walk import child_fields, descendants
+from ptlint.analysis.walk import child_fields, children, descendants
 from ptlint.engine import safety
 from ptlint.engine.guard import has_fstrings
 from ptlint.io.text import line_starts, one_line
@@ -34,12 +34,14 @@ class Locator(CodegenState):
     syntactic position, else the inclusive one), `inclusive` nodes get
     WhitespaceInclusivePositionProvider's and the indentation of their block.
 
-    Only the top-level statements that hold a wanted node are printed, when
-    `source` is the module's text: each one's text is found in `source` after
-    the one before, at the start of a line, and must not occur again before
-    the next one; the text skipped in between becomes one token. Otherwise
-    (an ambiguous text, or LibCST does not reproduce the file) the whole
-    module is printed.
+    When `source` is the module's text, only statements that hold a wanted
+    node are printed: for each wanted node, the innermost statement of a block
+    around it whose text (printed at its block's indentation) occurs once in
+    `source`, at the start of a line; the text skipped in between becomes one
+    token. Failing that, the top-level statements that hold wanted nodes, each
+    found in `source` after the one before and not occurring again before the
+    next one. Otherwise (an ambiguous text, or LibCST does not reproduce the
+    file) the whole module is printed.
     """
 
     def __init__(self, module: cst.Module, syntactic: Iterable[cst.CSTNode],
@@ -52,7 +54,8 @@ class Locator(CodegenState):
         self.opened: dict[int, int] = {}
         self.inclusive: dict[int, tuple[int, int]] = {}
         self.syntactic: dict[int, tuple[int, int]] = {}
-        self.partial = source is not None and self._print_statements(module, source)
+        self.partial = source is not None and (
+            self._print_innermost(module, source) or self._print_statements(module, source))
         if not self.partial:
             self._reset()
             module._codegen(self)
@@ -74,6 +77,56 @@ class Locator(CodegenState):
         self.opened = {}
         self.inclusive = {}
         self.syntactic = {}
+
+    def _print_innermost(self, module: cst.Module, source: str) -> bool:
+        """Print, for each wanted node, the innermost statement around it whose
+        text is unique in `source`; False if that cannot be done."""
+        if "\f" in source:  # LibCST drops form feeds: a statement's text may not be in `source`
+            return False
+        chains = _statement_chains(module, self.wanted_inclusive)
+        if len(chains) < len(self.wanted_inclusive):
+            return False
+        printed: dict[int, tuple[int, str] | None] = {}  # statement -> (where, text)
+
+        def place(statement: cst.CSTNode, indent: tuple[str, ...]) -> tuple[int, str] | None:
+            if id(statement) not in printed:
+                text = _printed(module, statement, indent)
+                at = source.find(text)
+                unique = at >= 0 and (at == 0 or source[at - 1] in "\r\n") and (
+                    source.find(text, at + 1) < 0)
+                printed[id(statement)] = (at, text) if unique else None
+            return printed[id(statement)]
+
+        chosen: dict[int, tuple[int, str, cst.CSTNode, tuple[str, ...]]] = {}
+        for chain in {id(c[-1][0]): c for c in chains.values()}.values():
+            for depth in range(len(chain) - 1, -1, -1):
+                statement, indent = chain[depth]
+                if any(id(outer) in chosen for outer, _ in chain[:depth]):
+                    break  # an enclosing statement is printed already
+                found = place(statement, indent)
+                if found is not None:
+                    chosen[id(statement)] = (*found, statement, indent)
+                    break
+            else:
+                return False
+        units = sorted(chosen.values(), key=lambda unit: unit[0])
+        # a statement chosen for one node may hold another chosen statement
+        kept = []
+        for unit in units:
+            if kept and unit[0] < kept[-1][0] + len(kept[-1][1]):
+                if unit[0] + len(unit[1]) > kept[-1][0] + len(kept[-1][1]):
+                    return False  # overlapping texts: cannot be
+                continue  # inside the one before: printed with it
+            kept.append(unit)
+        self._reset()
+        done = 0
+        for at, text, statement, indent in kept:
+            self.tokens.append(source[done:at])
+            self.indent_tokens = list(indent)
+            statement._codegen(self)
+            done = at + len(text)
+        self.indent_tokens = []
+        return True
 
     def _print_statements(self, module: cst.Module, source: str) -> bool:
         """Print the top-level statements that hold wanted nodes, each after a
@@ -251,6 +304,25 @@ def build_findings(
             )
         )
     return findings
+
+
+def _statement_chains(module: cst.Module, wanted: set[int]) -> dict[int, tuple]:
+    """For each wanted node (by `id`), the statements of blocks around it, outermost
+    first, each with the indentation of its block: ((statement, indent), ...).
+    One walk, which stops once every wanted node is found."""
+    found: dict[int, tuple] = {}
+    stack = [(s, ((s, ()),), ()) for s in reversed(module.body)]
+    while stack and len(found) < len(wanted):
+        node, chain, indent = stack.pop()
+        if id(node) in wanted:
+            found[id(node)] = chain
+        inner = children(node)
+        if type(node) is cst.IndentedBlock:
+            indent = (*indent, module.default_indent if node.indent is None else node.indent)
+            stack.extend((child, (*chain, (child, indent)), indent) for child in reversed(inner))
+        else:
+            stack.extend((child, chain, indent) for child in reversed(inner))
+    return found
 
 
 _BLOCKS = (cst.Module, cst.IndentedBlock)
