@@ -3,6 +3,7 @@ opened, changed and closed, diagnostics, configuration discovery and refresh."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,26 @@ async def test_untitled_and_non_python_documents(tmp_path):
         await barrier(ed, untitled)
         await asyncio.sleep(0)
         assert ed.for_uri(notes) == []
+
+
+async def test_a_change_waits_for_more_typing_only_while_a_lint_runs():
+    from ptlint.server.server import PtlintServer
+
+    ls = PtlintServer()
+    doc = "untitled:scratch"
+    ls.store.open(types.TextDocumentItem(uri=doc, language_id="python", version=1, text=DP))
+    gate = threading.Event()
+    ls.executor.submit(gate.wait)  # the lint thread holds what it is given until the end
+    try:
+        task = ls.schedule(doc)  # a change, with no lint running
+        await asyncio.sleep(0)
+        assert doc not in ls.waiting and ls.linting == 1  # handed to the lint thread at once
+        task.cancel()
+        assert ls.linting == 1  # the lint still runs, though its task was cancelled
+        task = ls.schedule(doc)  # a change while it runs: waits for the next one
+        await asyncio.sleep(0)
+        assert doc in ls.waiting
+        task.cancel()
+    finally:
+        gate.set()
+        ls.executor.shutdown(wait=True)
