@@ -166,3 +166,30 @@ def test_lint_text_with_a_parser_finds_what_a_fresh_lint_finds():
         want = lint_text(text, "train.py", settings)
         assert got.findings == want.findings and got.errors == want.errors
     assert any(f.code == "PTL001" for f in got.findings)
+
+
+def test_the_parser_places_statements_whose_text_occurs_twice():
+    """A file whose statements all occur twice: only the parser's offsets place a
+    node's statement without printing the whole module, at LibCST's position."""
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from ptlint.analysis.walk import descendants
+    from ptlint.engine.locate import Locator
+
+    text = PROGRAM + PROGRAM
+    parser = Reparser()
+    parser.remember(text, cst.parse_module(text))
+    edited = text.replace("x = x + step", "x = x * step", 1)  # both `train`s stay the same
+    module = check(parser, edited)
+    assert module is not None
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    second_train = module.body[-2].body.body  # the second `train`'s body
+    nodes = [n for n in descendants(second_train[1]) if n in positions]  # its `for` loop
+    alone = Locator(module, nodes, nodes, edited)
+    assert not alone.partial  # the loop's text occurs twice: the whole module is printed
+    placed = Locator(module, nodes, nodes, edited, parser.where)
+    assert placed.partial
+    assert [placed.span(n) for n in nodes] == [alone.span(n) for n in nodes]
+    first = positions[nodes[0]].start
+    assert (placed.span(nodes[0]).start.line, placed.span(nodes[0]).start.column) == (
+        first.line, first.column)

@@ -148,7 +148,8 @@ def _run_rules(text: str, path: str, settings: "Settings", rules: list[type[Rule
     reports = [r for r in context.reports if r.rule.failed is None]
     if reports:
         t0 = clock()
-        findings = build_findings(module, text, reports, path, settings, result.errors)
+        where = parser.where if parser is not None and parser.module is module else None
+        findings = build_findings(module, text, reports, path, settings, result.errors, where)
         result.findings = [f for f in findings if not directives.suppresses(f)]
         if "\f" in text and any(f.fix for f in result.findings):
             result.findings = _without_lost_edits(result.findings, lost_lines(text))

@@ -6,7 +6,7 @@ import bisect
 import dataclasses
 from contextlib import contextmanager
 from itertools import accumulate
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -37,15 +37,16 @@ class Locator(CodegenState):
     When `source` is the module's text, only statements that hold a wanted
     node are printed: for each wanted node, the innermost statement of a block
     around it whose text (printed at its block's indentation) occurs once in
-    `source`, at the start of a line; the text skipped in between becomes one
-    token. Failing that, the top-level statements that hold wanted nodes, each
+    `source`, at the start of a line, or is where `where` says it starts (an
+    editor's `Reparser` knows); the text skipped in between becomes one token. Failing that, the top-level statements that hold wanted nodes, each
     found in `source` after the one before and not occurring again before the
     next one. Otherwise (an ambiguous text, or LibCST does not reproduce the
     file) the whole module is printed.
     """
 
     def __init__(self, module: cst.Module, syntactic: Iterable[cst.CSTNode],
-                 inclusive: Iterable[cst.CSTNode], source: str | None = None) -> None:
+                 inclusive: Iterable[cst.CSTNode], source: str | None = None,
+                 where: Callable[[list[cst.CSTNode]], int | None] | None = None) -> None:
         super().__init__(default_indent=module.default_indent,
                          default_newline=module.default_newline)
         self.wanted = {id(n) for n in syntactic}
@@ -55,7 +56,8 @@ class Locator(CodegenState):
         self.inclusive: dict[int, tuple[int, int]] = {}
         self.syntactic: dict[int, tuple[int, int]] = {}
         self.partial = source is not None and (
-            self._print_innermost(module, source) or self._print_statements(module, source))
+            self._print_innermost(module, source, where)
+            or self._print_statements(module, source))
         if not self.partial:
             self._reset()
             module._codegen(self)
@@ -78,9 +80,12 @@ class Locator(CodegenState):
         self.inclusive = {}
         self.syntactic = {}
 
-    def _print_innermost(self, module: cst.Module, source: str) -> bool:
+    def _print_innermost(self, module: cst.Module, source: str,
+                         where: Callable[[list[cst.CSTNode]], int | None] | None) -> bool:
         """Print, for each wanted node, the innermost statement around it whose
-        text is unique in `source`; False if that cannot be done."""
+        text is unique in `source`, or which `where` (statements from the top
+        level down -> where the last starts, if known) places; False if that
+        cannot be done."""
         if "\f" in source:  # LibCST drops form feeds: a statement's text may not be in `source`
             return False
         chains = _statement_chains(module, self.wanted_inclusive)
@@ -88,9 +93,15 @@ class Locator(CodegenState):
             return False
         printed: dict[int, tuple[int, str] | None] = {}  # statement -> (where, text)
 
-        def place(statement: cst.CSTNode, indent: tuple[str, ...]) -> tuple[int, str] | None:
+        def place(chain: tuple) -> tuple[int, str] | None:
+            statement, indent = chain[-1]
             if id(statement) not in printed:
                 text = _printed(module, statement, indent)
+                at = where([s for s, _ in chain]) if where is not None else None
+                if at is not None and (at == 0 or source[at - 1] in "\r\n") and (
+                        source.startswith(text, at)):
+                    printed[id(statement)] = (at, text)
+                    return printed[id(statement)]
                 at = source.find(text)
                 unique = at >= 0 and (at == 0 or source[at - 1] in "\r\n") and (
                     source.find(text, at + 1) < 0)
@@ -103,7 +114,7 @@ class Locator(CodegenState):
                 statement, indent = chain[depth]
                 if any(id(outer) in chosen for outer, _ in chain[:depth]):
                     break  # an enclosing statement is printed already
-                found = place(statement, indent)
+                found = place(chain[:depth + 1])
                 if found is not None:
                     chosen[id(statement)] = (*found, statement, indent)
                     break
@@ -226,6 +237,7 @@ def build_findings(
     path: str,
     settings: "Settings",
     errors: list[str] | None = None,
+    where: Callable[[list[cst.CSTNode]], int | None] | None = None,
 ) -> list[Finding]:
     """Turn reports into findings. Positions are computed only here, for files
     that have something to report. A report that cannot be turned into a finding
@@ -237,7 +249,7 @@ def build_findings(
     plans = {id(r): [_narrow(old, new) for old, new in r.edits] for r in reports}
     anchors = [node for edits in plans.values() for plan in edits if plan for node in plan[:2]]
     olds = [old for r in reports for old, _ in r.edits]
-    locator = Locator(module, (r.node for r in reports), [*olds, *anchors], source)
+    locator = Locator(module, (r.node for r in reports), [*olds, *anchors], source, where)
     indents = locator.indents
     # new code that goes into an f-string must not use its quotes (before Python 3.12)
     quotes = safety.fstring_quotes(module, olds) if olds and has_fstrings(source) else {}

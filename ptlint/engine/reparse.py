@@ -106,6 +106,8 @@ class Reparser:
         self.text: str | None = None
         self.module: cst.Module | None = None
         self.partial = False  # whether the last module came from a re-parse of part of it
+        self._header = 0  # the length of the module's header (comments before its first statement)
+        self._tops: tuple[cst.Module, dict[int, int]] | None = None  # top-level starts
         # id(node) -> (node, length of its text, offset of its body's first statement or None)
         self._info: dict[int, tuple[cst.CSTNode, int, int | None]] = {}
 
@@ -132,6 +134,42 @@ class Reparser:
         return module
 
     # -- lengths and offsets ------------------------------------------------------
+    def where(self, chain: list[cst.CSTNode]) -> int | None:
+        """Where the last of `chain` (statements of the current module, each in
+        the body of the one before, from the top level down) starts in the
+        text; None where that is not known without printing."""
+        module = self.module
+        if module is None or not self._info:
+            return None
+        if self._tops is None or self._tops[0] is not module:
+            starts, at = {}, self._header
+            for statement in module.body:
+                starts[id(statement)] = at
+                found = self._info.get(id(statement))
+                if found is None:
+                    return None
+                at += found[1]
+            self._tops = (module, starts)
+        at = self._tops[1].get(id(chain[0]))
+        if at is None:
+            return None
+        for outer, inner in zip(chain, chain[1:]):
+            found = self._info.get(id(outer))
+            block = getattr(outer, "body", None)
+            if found is None or found[2] is None or not isinstance(block, cst.IndentedBlock):
+                return None
+            at += found[2]
+            for sibling in block.body:
+                if sibling is inner:
+                    break
+                length = self._info.get(id(sibling))
+                if length is None:
+                    return None
+                at += length[1]
+            else:
+                return None  # in another clause (`else:`, `except:`): not noted
+        return at
+
     def _length(self, module: cst.Module, node: cst.CSTNode, indent: tuple[str, ...]) -> int:
         found = self._info.get(id(node))
         if found is None:
@@ -185,6 +223,7 @@ class Reparser:
         statements = old.body
         lengths = [self._length(old, s, ()) for s in statements]
         header = len(old_text) - sum(lengths) - _footer_length(old)
+        self._header = header
         starts = list(accumulate(lengths[:-1], initial=header))
         first_block = next((k for k, s in enumerate(statements)
                             if isinstance(getattr(s, "body", None), cst.IndentedBlock)), None)
