@@ -63,6 +63,7 @@ def check(parser: Reparser, text: str) -> cst.Module | None:
     assert want is not None, "re-parsed a text that does not parse"
     assert got.code == text
     assert got.deep_equals(want)
+    assert type(got.body) is type(want.body)  # tuples, as LibCST gives them
     return got
 
 

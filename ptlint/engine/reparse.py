@@ -267,17 +267,17 @@ class Reparser:
         if parsed is None:
             return None
         new, footer = parsed
-        body = [*statements[:first], *new, *statements[last + 1:]]
+        body = (*statements[:first], *new, *statements[last + 1:])  # tuples, as parsed
         delta = new_end - old_end
         for statements, k, owner in reversed(path):
             node, length, offset = self._info[id(owner)]
             owner = owner.with_changes(body=owner.body.with_changes(body=body))
             self._info[id(owner)] = (owner, length + delta, offset)
-            body = [*statements[:k], owner, *statements[k + 1:]]
+            body = (*statements[:k], owner, *statements[k + 1:])
         return old.with_changes(body=body, footer=footer if to_eof else old.footer)
 
     def _parse_piece(self, old: cst.Module, chunk: str, indent: tuple[str, ...],
-                     to_eof: bool) -> tuple[list[cst.CSTNode], object] | None:
+                     to_eof: bool) -> tuple[tuple[cst.CSTNode, ...], object] | None:
         """The statements of `chunk` parsed at the indentation `indent`, each
         checked to print back to its text; and (at the end of the file) the footer."""
         if too_deep(chunk, "") is not None:
@@ -311,7 +311,7 @@ class Reparser:
             return None
         if not to_eof and not _ends_with_code(code):
             return None  # the new last statement must end on code, as the old one did
-        return list(block), module.footer
+        return tuple(block), module.footer
 
 
 def _indent_of(module: cst.Module, block: cst.IndentedBlock) -> str:
