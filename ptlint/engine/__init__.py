@@ -3,6 +3,8 @@
 - `guard`: is it Python, and safe for LibCST to parse (PTL000)?
 - `lint`: parse once, run every enabled rule in one walk (`lint_text`).
 - `locate`: reports to findings, with positions and edit texts.
+- `reparse`: an editor's document parsed again only where it changed
+  (`Reparser`, which `lint_text` takes).
 - `suppress`: `# noqa` and file-wide suppression, read from comment tokens;
   unused directives (PTL090) and `--add-noqa`.
 - `safety`: what every fix must respect before it is offered (comments kept,
