@@ -255,7 +255,8 @@ class DataParallel(TracksTests, Rule):
             while _is_move(inner):
                 inner = inner.func.value
             self.evaluated_wraps.add(id(inner))
-        if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
+        if _is_move(node):
+            assert isinstance(func, cst.Attribute)
             if isinstance(func.value, cst.Call):
                 self.moves[id(func.value)] = node
             moved = dotted(func.value)
@@ -395,7 +396,7 @@ def _is_move(expr: cst.BaseExpression) -> bool:
 def _moved(expr: cst.BaseExpression) -> bool:
     """`x.to(device)`, `Net().cuda()`, `x.to(device).eval()`: a chain with a device move."""
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-        if expr.func.attr.value in ("to", "cuda"):
+        if _is_move(expr):
             return True
         expr = expr.func.value
     return False

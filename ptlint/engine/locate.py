@@ -93,18 +93,19 @@ class Locator(CodegenState):
             return False
         printed: dict[int, tuple[int, str] | None] = {}  # statement -> (where, text)
 
+        def line_start(at: int) -> bool:
+            return at == 0 or source[at - 1] in "\r\n"
+
         def place(chain: tuple) -> tuple[int, str] | None:
             statement, indent = chain[-1]
             if id(statement) not in printed:
                 text = _printed(module, statement, indent)
                 at = where([s for s, _ in chain]) if where is not None else None
-                if at is not None and (at == 0 or source[at - 1] in "\r\n") and (
-                        source.startswith(text, at)):
+                if at is not None and line_start(at) and source.startswith(text, at):
                     printed[id(statement)] = (at, text)
                     return printed[id(statement)]
                 at = source.find(text)
-                unique = at >= 0 and (at == 0 or source[at - 1] in "\r\n") and (
-                    source.find(text, at + 1) < 0)
+                unique = at >= 0 and line_start(at) and source.find(text, at + 1) < 0
                 printed[id(statement)] = (at, text) if unique else None
             return printed[id(statement)]
 
