@@ -39,7 +39,7 @@ from itertools import accumulate
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from ptlint.engine.guard import too_deep
+from ptlint.engine.guard import too_deep, unvalidated
 
 MARGIN = 1  # unchanged statements re-parsed on each side of the change
 _LOOKAHEAD = 3  # how far a piece may grow to end on a line of code
@@ -286,7 +286,8 @@ class Reparser:
         lines = [f"if 1:{newline}", f"{old.default_indent}pass{newline}"]
         lines += [f"{''.join(indent[:level])}if 1:{newline}" for level in range(len(indent))]
         prefix = "".join(lines)
-        module = cst.parse_module(prefix + chunk)
+        with unvalidated(chunk):
+            module = cst.parse_module(prefix + chunk)
         if len(module.body) < 2 or module.header or (module.footer and not to_eof):
             return None
         dummy, block = module.body[0], module.body[1:]
