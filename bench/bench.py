@@ -8,7 +8,9 @@
 Both tools get exactly the same `.py` files (listed once, passed explicitly).
 Runs alternate: ptlint cold (empty cache), ptlint warm (cache from the cold
 run), the floor (LibCST parsing only the files ptlint has to parse, with the
-same number of processes) and TorchFix (installed from PyPI into its own
+same number of processes), the same with ptlint's own parse (LibCST's parser
+without its per-node checks of the parser's output: what ptlint itself runs)
+and TorchFix (installed from PyPI into its own
 virtualenv by this script). `--small` does the same on a mix of small
 repositories, all their files in one invocation, where start-up and per-file
 costs weigh more than parsing. `--large` repeats ptlint cold, warm and the
@@ -165,15 +167,17 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 import libcst as cst
 from ptlint.config import Settings, validate
+from ptlint.engine.guard import parse as ptlint_parse
 from ptlint.engine.lint import active_rules
 from ptlint.io.text import decode
+PARSE = ptlint_parse if sys.argv[3] == "ptlint" else cst.parse_module
 
 def parse(path):
     text = decode(open(path, "rb").read()).text
     if not active_rules(text, RULES):
         return 0
     try:
-        cst.parse_module(text)
+        PARSE(text)
     except Exception:
         pass
     return 1
@@ -187,8 +191,10 @@ print(parsed, file=sys.stderr)
 """
 
 
-def run_floor(jobs: int, listing: Path) -> Sample:
-    return measure([sys.executable, "-c", FLOOR, str(jobs), str(listing)])
+def run_floor(jobs: int, listing: Path, parser: str = "libcst") -> Sample:
+    """`parser`: "libcst" (`libcst.parse_module`: the floor) or "ptlint" (ptlint's
+    own parse, which skips LibCST's per-node checks of the parser's output)."""
+    return measure([sys.executable, "-c", FLOOR, str(jobs), str(listing), parser])
 
 
 def synthetic(lines: int, source: str, dest: Path) -> Path:
@@ -248,15 +254,20 @@ def describe(label: str, roots: list[Path], files: list[Path], lines: int) -> No
 FLOOR_ONE = r"""
 import sys
 import libcst as cst
-for path in sys.argv[1:]:
-    cst.parse_module(open(path, "rb").read())
+if sys.argv[1] == "ptlint":
+    from ptlint.engine.guard import parse
+else:
+    parse = cst.parse_module
+for path in sys.argv[2:]:
+    data = open(path, "rb").read()
+    parse(data.decode("utf-8") if sys.argv[1] == "ptlint" else data)
 """
 
 
-def run_floor_one(files: list[Path]) -> Sample:
+def run_floor_one(files: list[Path], parser: str = "libcst") -> Sample:
     """The floor of a run on a few files: one Python process that imports
-    LibCST and parses them."""
-    return measure([sys.executable, "-c", FLOOR_ONE, *map(str, files)])
+    LibCST and parses them (`parser` as for `run_floor`)."""
+    return measure([sys.executable, "-c", FLOOR_ONE, parser, *map(str, files)])
 
 
 @dataclass
@@ -267,6 +278,7 @@ class Compared:
     warm: Series
     floor: Series
     torchfix: Series
+    own_parse: Series = field(default_factory=lambda: Series("ptlint's parse"))
 
     def ratio(self, a: Series, b: Series) -> float | None:
         return a.median() / b.median() if a.samples and b.samples else None
@@ -280,7 +292,7 @@ class Compared:
         if tf_med is None:
             head.remove("TorchFix / this")
         lines = [f"| {self.label} | " + " | ".join(head) + " |", "|" + " --- |" * (len(head) + 1)]
-        for series in (self.cold, self.warm, self.floor, self.torchfix):
+        for series in (self.cold, self.warm, self.floor, self.own_parse, self.torchfix):
             if series.samples:
                 lines.append(series.row(self.lines, tf_med, self.floor.median()))
         return lines
@@ -302,8 +314,9 @@ def compare(label: str, files: list[Path], lines: int, work: Path, ptlint: list[
         shutil.rmtree(cache, ignore_errors=True)
         result.cold.samples.append(measure([*ptlint, *names], cwd=work))
         result.warm.samples.append(measure([*ptlint, *names], cwd=work))
-        result.floor.samples.append(run_floor_one(files) if one_process_floor
-                                    else run_floor(jobs, listing))
+        for series, parser in ((result.floor, "libcst"), (result.own_parse, "ptlint")):
+            series.samples.append(run_floor_one(files, parser) if one_process_floor
+                                  else run_floor(jobs, listing, parser))
         if torchfix is not None:
             result.torchfix.samples.append(
                 measure([str(torchfix), "-j", str(jobs), *names], cwd=work))
@@ -314,7 +327,9 @@ def compare(label: str, files: list[Path], lines: int, work: Path, ptlint: list[
           "(median wall)")
     if tf_med:
         print(f"cold run: {tf_med / result.cold.median():.1f}x faster than TorchFix, "
-              f"{result.cold.median() / result.floor.median():.2f}x the parse floor (median wall)")
+              f"{result.cold.median() / result.floor.median():.2f}x the parse floor, "
+              f"{result.cold.median() / result.own_parse.median():.2f}x ptlint's own parse "
+              "(median wall)")
     print("peak memory: all processes of a run together (sum of PSS), sampled every 0.1 s\n")
     return result
 
@@ -338,6 +353,7 @@ def summary(results: list[Compared]) -> None:
         if r.torchfix.samples:
             parts.append(f"{r.ratio(r.torchfix, r.cold):.1f}x TorchFix")
         parts.append(f"{r.ratio(r.cold, r.floor):.2f}x the parse floor")
+        parts.append(f"{r.ratio(r.cold, r.own_parse):.2f}x ptlint's own parse")
         parts.append(f"cold {r.cold.median():.2f} s, warm {r.warm.median():.2f} s "
                      f"({r.ratio(r.cold, r.warm):.0f}x faster)")
         parts.append(f"peak {max(s.memory_mb for s in r.cold.samples):.0f} MB")

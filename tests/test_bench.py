@@ -26,12 +26,14 @@ def test_every_row_has_a_cell_for_each_column(bench, torchfix):
 
     result = bench.Compared("diffusers", 1_000, series("ptlint cold", 2.0),
                             series("ptlint warm", 0.1), series("parse floor", 1.6),
-                            series("TorchFix", 40.0) if torchfix else bench.Series("TorchFix"))
+                            series("TorchFix", 40.0) if torchfix else bench.Series("TorchFix"),
+                            series("ptlint's parse", 1.4))
     head, rule, *rows = result.table()
     assert head.startswith("| diffusers | wall s |")
     assert ("TorchFix / this" in head) == torchfix
     assert [r.split(" | ")[0] for r in rows] == [
-        "| ptlint cold", "| ptlint warm", "| parse floor", *(["| TorchFix"] if torchfix else [])]
+        "| ptlint cold", "| ptlint warm", "| parse floor", "| ptlint's parse",
+        *(["| TorchFix"] if torchfix else [])]
     assert {line.count("|") for line in [head, rule, *rows]} == {head.count("|")}
     cold = rows[0].strip("| ").split(" | ")
     assert cold[-1] == "1.25"  # this / floor: 2.0 / 1.6
