@@ -146,6 +146,8 @@ class DataParallel(TracksTests, Rule):
         self.owners: list[cst.CSTNode] = []  # module, then the enclosing classes and functions
         self.on_device: set[tuple[int, str]] = set()  # (owner, name) moved to a device so far
         self.notebook = context.path.endswith(".ipynb")  # no fix there
+        # (a file that never names the class cannot wrap in it: branches need no search)
+        self.names_ddp = "DistributedDataParallel" in context.source
         self.evaluated: set[str] = set()  # names put in `.eval()`
         self.evaluated_wraps: set[int] = set()  # `DataParallel(m).eval()`: id of the wrap
 
@@ -179,8 +181,9 @@ class DataParallel(TracksTests, Rule):
             name = last_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
             if name is not None and _DISTRIBUTED.search(name):
                 return True
-        return any(isinstance(n, cst.Call) and self.qualified_name(n.func) in _DDP
-                   for n in descendants(branch))
+        return self.names_ddp and any(
+            isinstance(n, cst.Call) and self.qualified_name(n.func) in _DDP
+            for n in descendants(branch))
 
     def _negated(self, test: cst.BaseExpression) -> bool:
         return (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
