@@ -186,7 +186,7 @@ def _ast_depth(tree: ast.AST) -> int:
 
 
 def parse(text: str) -> cst.Module:
-    """LibCST's `parse_module`, about a fifth faster: see `unvalidated`."""
+    """LibCST's `parse_module`, about a tenth faster: see `unvalidated`."""
     with unvalidated(text):
         return cst.parse_module(text)
 
@@ -216,7 +216,7 @@ def _check_some_non_ascii(node: cst.CSTNode) -> None:
 def unvalidated(text: str) -> Iterator[None]:
     """Within this, the nodes LibCST's parser builds from `text` skip most of
     the checks each node makes of its own fields when it is made
-    (`CSTNode.__post_init__`). They cost about a fifth of a parse (LibCST's own
+    (`CSTNode.__post_init__`). They cost about a tenth of a parse (LibCST's own
     comment there says as much) and repeat what the parser has just
     established, except for the kinds in `_CHECKED` and names spelled with
     non-ASCII characters, which are still checked. (Found by parsing the string
