@@ -16,7 +16,8 @@ class LogSumExp(Rule):
     `torch.log(torch.sum(torch.exp(x), dim))`, `x.exp().sum(dim).log()`,
     `torch.log(x.exp().sum(dim=1, keepdim=True))`, and their mixes. A sum
     without `dim` (or with `dim=None`) or with `dtype=` is not flagged:
-    `torch.logsumexp` needs the dimensions.
+    `torch.logsumexp` needs the dimensions; nor is an exponent already
+    shifted, `exp(x - m)`: the stable form written out (`m` the maximum).
 
     ## Why is this bad?
     `exp(x)` overflows to `inf` in float32 once `x` exceeds about 88 (11 in
@@ -81,7 +82,7 @@ class LogSumExp(Rule):
             return
         operand, sum_args, _ = total
         exp = self._call_of(operand, "exp")
-        if exp is None or exp[1]:
+        if exp is None or exp[1] or _shifted(exp[0]):
             return
         dims = cst.Call(func=cst.Name("sum"), args=sum_args)
         dim = argument(dims, "dim", 0)
@@ -105,3 +106,8 @@ class LogSumExp(Rule):
             self.report(node)
             return
         self.report(node, replacement=new.with_changes(lpar=node.lpar, rpar=node.rpar))
+
+
+def _shifted(x: cst.BaseExpression) -> bool:
+    """`x - m`: the author subtracts (the maximum, as a rule) to keep `exp` finite."""
+    return isinstance(x, cst.BinaryOperation) and isinstance(x.operator, cst.Subtract)
