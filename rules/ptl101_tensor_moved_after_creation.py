@@ -82,8 +82,9 @@ class TensorMovedAfterCreation(Rule):
     attribute named like a device (`device`, `DEVICE`, `dev`, `self.device`,
     `*_device`), or `self.device()`. A move to the CPU (`.to("cpu")`,
     `.to(torch.device("cpu"))`) is not a move: the tensor is already there
-    and `.to()` returns it. `.to(torch.float16)`, `.half()` and
-    `.to(other_tensor)` are not device moves.
+    and `.to()` returns it. `.to(torch.float16)` and `.half()` are not device
+    moves. `.to(other_tensor)` moves to the other tensor's device and dtype,
+    but which device that is the rule cannot tell: not flagged.
 
     Not flagged: factories that already pass `device=` (or `**kwargs`, or
     `out=`), random factories drawing from an explicit `generator=` (a seeded
