@@ -68,6 +68,7 @@ DTYPES = frozenset({
 VIEWS = frozenset({"unsqueeze", "squeeze", "view", "reshape", "flatten", "unflatten", "t",
                    "transpose", "permute", "contiguous", "repeat"})
 FILLS = frozenset({"fill_", "zero_", "triu", "tril", "triu_", "tril_", "fill_diagonal_"})
+FILL_FUNCTIONS = frozenset({"torch.triu", "torch.tril"})  # `torch.triu(torch.ones(n, n), 1)`
 RANDOM_FILLS = frozenset({"uniform_", "normal_", "random_", "bernoulli_", "exponential_",
                           "geometric_", "log_normal_", "cauchy_"})
 
@@ -136,11 +137,13 @@ class Op:
     kind: str  # "cast", "view", "fill", "random", "grad"
     dtype: cst.BaseExpression | None = None  # for casts
     spelled: bool = False  # the dtype is written here as `torch.<dtype>` (for `.long()`)
+    function: bool = False  # `torch.triu(x, 1)`: the tensor is the first argument
 
     @property
     def method(self) -> str:
-        assert isinstance(self.call.func, cst.Attribute)
-        return self.call.func.attr.value
+        func = self.call.func
+        assert isinstance(func, (cst.Attribute, cst.Name))
+        return func.attr.value if isinstance(func, cst.Attribute) else func.value
 
 
 @dataclass
@@ -164,7 +167,12 @@ def is_dtype(node: cst.BaseExpression, resolve: Resolve) -> bool:
 def classify(call: cst.Call, resolve: Resolve) -> Op | None:
     """The kind of `call` as a step between a factory and a device move, or None."""
     func = call.func
-    if not isinstance(func, cst.Attribute) or any(a.star for a in call.args):
+    if any(a.star for a in call.args):
+        return None
+    if (isinstance(func, (cst.Name, cst.Attribute)) and call.args
+            and call.args[0].keyword is None and resolve(func) in FILL_FUNCTIONS):
+        return Op(call, "fill", function=True)
+    if not isinstance(func, cst.Attribute):
         return None
     method = func.attr.value
     if method in CASTS and not call.args:
@@ -205,6 +213,9 @@ def unwind(expr: cst.BaseExpression, resolve: Resolve) -> Chain | None:
         if op is None:
             return Chain(expr, list(reversed(ops)))
         ops.append(op)
+        if op.function:
+            expr = expr.args[0].value
+            continue
         assert isinstance(expr.func, cst.Attribute)
         expr = expr.func.value
     return None
@@ -223,7 +234,11 @@ def literal_legacy(call: cst.Call) -> bool:
 
 def _with_ops(base: cst.BaseExpression, ops) -> cst.BaseExpression:
     for op in ops:
-        base = op.call.with_changes(func=op.call.func.with_changes(value=base))
+        if op.function:
+            first, *rest = op.call.args
+            base = op.call.with_changes(args=[first.with_changes(value=base), *rest])
+        else:
+            base = op.call.with_changes(func=op.call.func.with_changes(value=base))
     return base
 
 

@@ -141,7 +141,8 @@ class TensorMovedAfterCreation(Rule):
     - Safe: `zeros`, `ones`, `empty`, `full`, `eye`, `tensor`, `as_tensor`,
       the `*_like` and `new_*` forms of these, and `arange` over whole
       numbers (`start` and `step` absent or integer literals), with casts, views and
-      fills (`fill_`, `zero_`, `triu`, `tril`) after them: every device
+      fills (`fill_`, `zero_`, `triu`, `tril`, also as `torch.triu(factory, 1)`)
+      after them: every device
       gives the same values (data are converted on the host either way, and
       casts round the same way everywhere).
     - Unsafe: `linspace`, `logspace`, the window functions and other
