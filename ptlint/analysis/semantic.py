@@ -71,6 +71,16 @@ class SemanticModel(Visitor):
         self._order = 0
         self._cache: dict = {}
 
+    def release(self) -> None:
+        """Drop what the model knows once the file is done: its functions, loops
+        and contexts point at each other (and at the tree), so without this the
+        whole tree waits for the garbage collector's full pass."""
+        for function in self.functions:
+            for loop in function.loops:
+                loop.__dict__.clear()
+            function.__dict__.clear()
+        self.__dict__.clear()
+
     # -- for rules, during the walk -------------------------------------------------
     def site(self, node: cst.CSTNode, kind: str | None = None) -> Site:
         """`node` with where the walk is now."""

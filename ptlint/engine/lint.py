@@ -133,29 +133,34 @@ def _run_rules(text: str, path: str, settings: "Settings", rules: list[type[Rule
             return True
         return rule_failed(visitor, exc)
 
-    t0 = clock()
     try:
-        walk(module, visitors, on_error=failed)
-    except RecursionError:
-        result.errors.append(f"{path}: too deeply nested for the rules; file skipped")
-        return False
-    if timings is not None:
-        timings["rules"] = timings.get("rules", 0.0) + clock() - t0
-    for rule in instances:
-        if rule.failed is not None:
-            failed = rule.failed
-            result.errors.append(f"{path}: internal error in {failed.code}: {one_line(failed.original)}")
-    reports = [r for r in context.reports if r.rule.failed is None]
-    if reports:
         t0 = clock()
-        where = parser.where if parser is not None and parser.module is module else None
-        findings = build_findings(module, text, reports, path, settings, result.errors, where)
-        result.findings = [f for f in findings if not directives.suppresses(f)]
-        if "\f" in text and any(f.fix for f in result.findings):
-            result.findings = _without_lost_edits(result.findings, lost_lines(text))
+        try:
+            walk(module, visitors, on_error=failed)
+        except RecursionError:
+            result.errors.append(f"{path}: too deeply nested for the rules; file skipped")
+            return False
         if timings is not None:
-            timings["findings"] = timings.get("findings", 0.0) + clock() - t0
-    return True
+            timings["rules"] = timings.get("rules", 0.0) + clock() - t0
+        for rule in instances:
+            if rule.failed is not None:
+                failed = rule.failed
+                result.errors.append(
+                    f"{path}: internal error in {failed.code}: {one_line(failed.original)}")
+        reports = [r for r in context.reports if r.rule.failed is None]
+        if reports:
+            t0 = clock()
+            where = parser.where if parser is not None and parser.module is module else None
+            findings = build_findings(module, text, reports, path, settings, result.errors, where)
+            result.findings = [f for f in findings if not directives.suppresses(f)]
+            if "\f" in text and any(f.fix for f in result.findings):
+                result.findings = _without_lost_edits(result.findings, lost_lines(text))
+            if timings is not None:
+                timings["findings"] = timings.get("findings", 0.0) + clock() - t0
+        return True
+    finally:
+        if context.semantic is not None:
+            context.semantic.release()  # the tree is freed now (see `release`)
 
 
 def _without_lost_edits(findings: list[Finding], lost: frozenset[int] | None) -> list[Finding]:
