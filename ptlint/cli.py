@@ -36,8 +36,9 @@ SELECTORS = ("codes (PTL102), prefixes (PTL1), rule names (data-parallel) "
 def _check_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "check", help="lint files and folders (the default command)",
-        description="Lint files and folders. Wherever rules are named (--select, "
-                    "--ignore, ..., `# noqa:`), a code, a prefix or a rule name works.")
+        description="Lint files and folders. Wherever options name rules (--select, "
+                    "--ignore, ...), a code, a prefix or a rule name works; `# noqa:` "
+                    "takes codes or rule names, as in ruff.")
     p.add_argument("paths", nargs="*", default=None,
                    help="files or folders (default: .); '-' reads standard input")
     fix = p.add_argument_group("fixing")

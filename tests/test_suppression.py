@@ -26,6 +26,7 @@ def concise(cli, *args: str, cwd: Path):
     ("  # keep  # noqa: PTL101", True),  # a directive after another comment
     ("  # noqa: data-parallel", False),  # another rule's name suppresses nothing else
     ("  # noqa: PTL102", False),
+    ("  # noqa: PTL1", False),  # a prefix is not a code here, as in ruff
 ])
 def test_noqa_takes_codes_and_rule_names(cli, tmp_path, comment, silent):
     (tmp_path / "m.py").write_text(MOVED.format(comment=comment))
