@@ -91,6 +91,14 @@ def test_code_written_into_an_fstring_uses_quotes_python_310_accepts(tmp_path):
     assert text == ('import torch\n\ns = f"{torch.ones(1, device=\'cuda\')}"\n'
                     "t = f'{torch.ones(1, device=\"cuda\")}'\n"
                     'u = f"""{torch.ones(1, device=\'cuda\')}"""\n')
+    # in blocks, and in a compound statement's header
+    before = ('import torch\n\ndef f(x):\n    if x:\n        print(f"{torch.ones(1).cuda()}")\n'
+              "    for c in f'{torch.ones(2).cuda()}':\n        y = f'{x}'\n    return y\n")
+    proc, text = _fix(tmp_path, before)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert text == before.replace('f"{torch.ones(1).cuda()}"', 'f"{torch.ones(1, device=\'cuda\')}"'
+                                  ).replace("f'{torch.ones(2).cuda()}'",
+                                            "f'{torch.ones(2, device=\"cuda\")}'")
     # inside f-strings of both quotes no string literal fits before 3.12: no fix offered
     nested = "import torch\n\nv = f\"{f'{torch.ones(1).cuda()}'}\"\n"
     [finding] = _lint(tmp_path, nested)

@@ -55,6 +55,9 @@ class Locator(CodegenState):
         self.opened: dict[int, int] = {}
         self.inclusive: dict[int, tuple[int, int]] = {}
         self.syntactic: dict[int, tuple[int, int]] = {}
+        # the innermost statement around each wanted node, where the partial
+        # printing found them all (else empty)
+        self.statements: dict[int, cst.CSTNode] = {}
         self.partial = source is not None and (
             self._print_innermost(module, source, where)
             or self._print_statements(module, source))
@@ -91,6 +94,7 @@ class Locator(CodegenState):
         chains = _statement_chains(module, self.wanted_inclusive)
         if len(chains) < len(self.wanted_inclusive):
             return False
+        self.statements = {key: chain[-1][0] for key, chain in chains.items()}
         printed: dict[int, tuple[int, str] | None] = {}  # statement -> (where, text)
 
         def line_start(at: int) -> bool:
@@ -253,7 +257,14 @@ def build_findings(
     locator = Locator(module, (r.node for r in reports), [*olds, *anchors], source, where)
     indents = locator.indents
     # new code that goes into an f-string must not use its quotes (before Python 3.12)
-    quotes = safety.fstring_quotes(module, olds) if olds and has_fstrings(source) else {}
+    quotes = {}
+    if olds and has_fstrings(source):
+        # an f-string holds no statement: the statements around the edits hold
+        # every f-string around them
+        known = locator.statements
+        roots = ({id(known[id(old)]): known[id(old)] for old in olds}.values()
+                 if all(id(old) in known for old in olds) else [module])
+        quotes = safety.fstring_quotes(roots, olds)
     scopes = safety.Scopes(module, {safety.bound_name(i) for r in reports for i in r.imports},
                            [old for r in reports if r.imports for old, _ in r.edits])
     findings = []

@@ -214,12 +214,14 @@ def imports_reach(scopes: Scopes, pairs: Iterable[tuple[cst.CSTNode, cst.CSTNode
 _QUOTES = ("'", '"')
 
 
-def fstring_quotes(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, frozenset[str]]:
+def fstring_quotes(roots: Iterable[cst.CSTNode], nodes: Iterable[cst.CSTNode]
+                   ) -> dict[int, frozenset[str]]:
     """For each of `nodes` inside an f-string's replacement field (by `id`), the
-    quote characters of the f-strings around it."""
+    quote characters of the f-strings around it, looked for below `roots` (the
+    module, or statements: no f-string is around them)."""
     wanted = {id(n) for n in nodes}
     found: dict[int, frozenset[str]] = {}
-    stack: list[tuple[cst.CSTNode, frozenset[str]]] = [(module, frozenset())]
+    stack: list[tuple[cst.CSTNode, frozenset[str]]] = [(root, frozenset()) for root in roots]
     while stack and len(found) < len(wanted):
         node, quotes = stack.pop()
         if id(node) in wanted and quotes:
