@@ -86,7 +86,8 @@ class LegacyTensorConstructor(Rule):
     alias are reported without a fix.
 
     The fix is unsafe, and needs `--unsafe-fixes`, in a file that calls
-    `torch.set_default_device(...)` or uses `with torch.device(...):`: the
+    `torch.set_default_device(...)` or `torch.set_default_tensor_type(...)`
+    (a CUDA type moves the default device) or uses `with torch.device(...):`: the
     legacy constructors ignore the default device and create on the CPU,
     while `torch.tensor` and `torch.empty` follow it, so the fixed code
     creates its tensors on that device. (`torch.cuda.*Tensor`, fixed with an
@@ -138,7 +139,7 @@ class LegacyTensorConstructor(Rule):
         if not isinstance(func, (cst.Name, cst.Attribute)):
             return
         qualified = self.qualified_name(func)
-        if qualified == "torch.set_default_device":
+        if qualified in ("torch.set_default_device", "torch.set_default_tensor_type"):
             self.default_device = True
         elif qualified in _LEGACY:
             self._check(node, qualified)

@@ -211,6 +211,12 @@ b = torch.cuda.FloatTensor(2, 3)
 """
     found = {f["line"]: f["fix"]["applicability"] for f in _lint(tmp_path, default)}
     assert found == {4: "unsafe", 5: "safe"}  # an explicit device="cuda" keeps its device
+    # the older spelling: a CUDA default tensor type moves the default device too
+    older = default.replace('torch.set_default_device("cuda")',
+                            'torch.set_default_tensor_type("torch.cuda.FloatTensor")')
+    found = {f["line"]: f["fix"]["applicability"] for f in _lint(tmp_path, older)
+             if f["code"] == "PTL230"}
+    assert found == {4: "unsafe", 5: "safe"}
     context = """\
 import torch
 
