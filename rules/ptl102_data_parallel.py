@@ -57,12 +57,21 @@ class DataParallel(TracksTests, Rule):
       `world_size > 1`, ...) or whose branch wraps in
       `DistributedDataParallel`, in an `if not <that>:` branch, and in
       `DistributedDataParallel(m) if dist.is_initialized() else DataParallel(m)`;
+    - `DataParallel` where it is no choice: in the `else` of
+      `if torch.cuda.is_available():` and the body of
+      `if not torch.cuda.is_available():`, where it runs the model as it is
+      on the CPU, and under
+      `if isinstance(m, DataParallel):`, which keeps the wrapper a model
+      already has (the wrap that chose it is reported);
     - a model only used for inference: the file neither calls `backward` nor
       mentions an optimizer or `.step(`, the wrapped model is only run under
       `torch.no_grad()` / `torch.inference_mode()` (a block or a decorated
       function) and is not returned, or it is put in `.eval()` (also chained
       to the wrap: `DataParallel(m).eval()`) and nothing in the file calls
-      `.train(` (but `.train(False)`, which is eval mode):
+      `.train(` (but `.train(False)`, which is eval mode);
+      or, in a file that also trains, the function that wraps it puts it in
+      `.eval()`, neither trains (no `backward`, optimizer, `.step(` or
+      `.train(` in it) nor returns or stores the model:
       `DistributedDataParallel` is a training wrapper;
     - test code (test files, and `test*` functions and `Test*` classes in a
       file that uses pytest or unittest), where `DataParallel` support itself
@@ -150,6 +159,7 @@ class DataParallel(TracksTests, Rule):
         self.names_ddp = "DistributedDataParallel" in context.source
         self.evaluated: set[str] = set()  # names put in `.eval()`
         self.evaluated_wraps: set[int] = set()  # `DataParallel(m).eval()`: id of the wrap
+        self.evaluated_in: set[tuple[int, str]] = set()  # (owner, name) put in `.eval()` there
 
     def visit_Module(self, node: cst.Module) -> None:
         self.owners.append(node)
@@ -185,14 +195,33 @@ class DataParallel(TracksTests, Rule):
             isinstance(n, cst.Call) and self.qualified_name(n.func) in _DDP
             for n in descendants(branch))
 
+    def _cuda(self, test: cst.BaseExpression) -> bool:
+        """Whether `test` is `torch.cuda.is_available()`."""
+        return isinstance(test, cst.Call) and self.is_name(test.func, "torch.cuda.is_available")
+
     def _negated(self, test: cst.BaseExpression) -> bool:
         return (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
-                and self._distributed(test.expression, cst.Pass()))
+                and (self._cuda(test.expression)
+                     or self._distributed(test.expression, cst.Pass())))
+
+    def _wrapped_already(self, test: cst.BaseExpression) -> bool:
+        """`isinstance(m, DataParallel)` (or a tuple of classes holding it)."""
+        if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name)
+                and test.func.value == "isinstance" and len(test.args) == 2):
+            return False
+        classes = test.args[1].value
+        items = ([e.value for e in classes.elements] if isinstance(classes, cst.Tuple)
+                 else [classes])
+        return any(self.qualified_name(c) in _DATA_PARALLEL for c in items)
 
     def _enter_branch(self, node: cst.If | cst.IfExp, orelse: bool) -> None:
-        """A branch taken only without a process group: the `else` of a distributed
-        test (or of a branch that wraps in DDP), the body of a negated one."""
-        taken = self._distributed(node.test, node.body) if orelse else self._negated(node.test)
+        """A branch where `DataParallel` is no choice: the `else` of a distributed
+        test (or of a branch that wraps in DDP) or of `torch.cuda.is_available()`,
+        the body of a negated one, the body of `isinstance(m, DataParallel)`."""
+        if orelse:
+            taken = self._cuda(node.test) or self._distributed(node.test, node.body)
+        else:
+            taken = self._negated(node.test) or self._wrapped_already(node.test)
         self.branches.append(taken)
         self.fallback += taken
 
@@ -253,7 +282,10 @@ class DataParallel(TracksTests, Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "eval" and not node.args:
-            self.evaluated.add(dotted(func.value) or "")  # "": no name, matches no wrap
+            evaluated = dotted(func.value)
+            self.evaluated.add(evaluated or "")  # "": no name, matches no wrap
+            if evaluated is not None:
+                self.evaluated_in.add((id(self._owner(evaluated)), evaluated))
             inner = func.value  # `DataParallel(m).eval()`, `DataParallel(m).cuda().eval()`
             while _is_move(inner):
                 inner = inner.func.value
@@ -292,6 +324,8 @@ class DataParallel(TracksTests, Rule):
                                                                          _wrapped(wrap)}:
                 continue
             if evaluated is self.evaluated and id(wrap.call) in self.evaluated_wraps:
+                continue
+            if trains and self._evaluated_here(wrap):
                 continue
             if not self._fixable(wrap):
                 self.report(wrap.call)
@@ -339,6 +373,20 @@ class DataParallel(TracksTests, Rule):
         return {(key, t) for key, (owner, targets, skip) in owners.items()
                 for t in self._inference_only(owner, targets, skip)}
 
+    def _evaluated_here(self, wrap: _Wrap) -> bool:
+        """In a file that also trains: the wrap's function puts the model in
+        `.eval()`, trains nothing itself, and neither returns nor stores it."""
+        owner, target = wrap.owner, wrap.target
+        if not (isinstance(owner, cst.FunctionDef) and target is not None and (
+                (id(owner), target) in self.evaluated_in or id(wrap.call) in self.evaluated_wraps)):
+            return False
+        code = cst.Module([]).code_for_node(owner)
+        if any(text in code for text in _TRAINS) or _TRAIN_MODE.search(code):
+            return False
+        uses = self._uses(owner, {target}, {id(wrap.replaced)})
+        return not any(use == "alias" or returned and use != "called"
+                       for _, use, _, returned in uses)
+
     def _no_grad(self, expr: cst.BaseExpression) -> bool:
         """`torch.no_grad()`, `torch.inference_mode()`, `set_grad_enabled(False)`, a
         project's own `no_grad`-named wrapper; as a `with` item or a decorator."""
@@ -348,10 +396,22 @@ class DataParallel(TracksTests, Rule):
                         skip: set[int]) -> set[str]:
         """The targets (wrapped models) of `owner` that are run under `no_grad` and
         whose every other use leaves them unrun (`.eval()`, `.load_state_dict()`,
-        `print`), never returned. One walk for all of them; `skip`: the wraps, which
-        read the unwrapped model."""
+        `print`), never returned. `skip`: the wraps, which read the unwrapped model."""
         run: set[str] = set()
         trained: set[str] = set()
+        for name, use, no_grad, returned in self._uses(owner, targets, skip):
+            if returned and use != "called" or use == "alias" or (
+                    use in ("called", "passed") and not no_grad):
+                trained.add(name)
+            elif use in ("called", "passed"):
+                run.add(name)
+        return run - trained
+
+    def _uses(self, owner: cst.CSTNode, targets: set[str],
+              skip: set[int]) -> list[tuple[str, str, bool, bool]]:
+        """Each use of the targets in `owner` (one walk for all of them): (the
+        name, how it is used (see `_use`), under `no_grad`, inside a return)."""
+        uses: list[tuple[str, str, bool, bool]] = []
         # (node, its parent's entry, gradients off, inside a return)
         Item = tuple[cst.CSTNode, "Item | None", bool, bool]
         stack: list[Item] = [(owner, None, False, False)]
@@ -366,12 +426,7 @@ class DataParallel(TracksTests, Rule):
                     continue  # another function's own variables
             name = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
             if name in targets:
-                use = _use(node, up)
-                if returned and use != "called" or use == "alias" or (
-                        use in ("called", "passed") and not no_grad):
-                    trained.add(name)
-                elif use in ("called", "passed"):
-                    run.add(name)
+                uses.append((name, _use(node, up), no_grad, returned))
                 continue
             inner = no_grad
             if isinstance(node, cst.With) and any(self._no_grad(i.item) for i in node.items):
@@ -382,7 +437,7 @@ class DataParallel(TracksTests, Rule):
                 inner = False
             inside = returned or isinstance(node, (cst.Return, cst.Yield))
             stack.extend((child, item, inner, inside) for child in reversed(children(node)))
-        return run - trained
+        return uses
 
 
 def _wrapped(wrap: _Wrap) -> str | None:

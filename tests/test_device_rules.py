@@ -109,6 +109,59 @@ def test_ptl102_silent_for_an_evaluation_script_only(cli, tmp_path):
         "both.py", "train.py"]
 
 
+SAMPLES = """\
+    import torch
+    import torch.nn as nn
+
+    def train(net, loader, opt):
+        net.train()
+        for x in loader:
+            net(x).sum().backward()
+            opt.step()
+
+    def sample(net, ckpt, helper, n):
+        model = nn.DataParallel(net)
+        model.load_state_dict(torch.load(ckpt))
+        helper.register(model)
+        model.eval()
+        with torch.no_grad():
+            return model(torch.randn(n, 4))
+    """
+
+
+def test_ptl102_silent_for_an_evaluation_function_in_a_file_that_trains(cli, tmp_path):
+    write(tmp_path / "sample.py", SAMPLES)
+    # the model leaves the function: it may be trained elsewhere
+    write(tmp_path / "returned.py", SAMPLES.replace("        with torch.no_grad():\n"
+                                                    "            return model(torch.randn(n, 4))",
+                                                    "        return model"))
+    write(tmp_path / "stored.py", SAMPLES.replace("helper.register(model)", "helper.model = model"))
+    # the function trains too
+    write(tmp_path / "trains.py", SAMPLES.replace("helper.register(model)", "model.train()"))
+    write(tmp_path / "steps.py", SAMPLES.replace("helper.register(model)", "helper.step()"))
+    proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
+        "returned.py", "steps.py", "stored.py", "trains.py"]
+
+
+def test_ptl102_reported_where_a_gpu_is_there_or_the_type_test_is_another(cli, tmp_path):
+    write(tmp_path / "place.py", """\
+        import torch
+        import torch.nn as nn
+
+        def place(net):
+            if torch.cuda.is_available():
+                net = nn.DataParallel(net).cuda()
+            else:
+                net = nn.DataParallel(net)
+            if isinstance(net, nn.Linear):
+                net = nn.DataParallel(net)
+            return net
+        """)
+    proc = cli("place.py", "--select", "PTL102", "--output-format", "json", cwd=tmp_path)
+    assert codes(proc) == [(6, "PTL102"), (10, "PTL102")]
+
+
 CPU_LOOP = """\
     import torch
 
