@@ -29,7 +29,9 @@ class EvalWithoutNoGrad(Rule):
     are computed after the `.eval()` (and before the next `.train()`):
     `.backward()`, `torch.autograd.grad`, `torch.enable_grad()`,
     `requires_grad_()`, `.requires_grad = ...`, as saliency maps and
-    adversarial examples do; when the loop around the call backpropagates
+    adversarial examples do; when the function freezes the model itself
+    (`model.requires_grad_(False)`, also chained: `m.eval().requires_grad_(False)`,
+    before or after the `.eval()`); when the loop around the call backpropagates
     (a training loop that evaluates between steps, such as a GAN sampling
     from its generator once per epoch); and when the file turns gradients
     off globally with `torch.set_grad_enabled(False)`. Calls inside
@@ -114,6 +116,13 @@ class EvalWithoutNoGrad(Rule):
             method, receiver = func.attr.value, dotted(func.value)
             if method in ("backward", "requires_grad_", "retain_grad"):
                 kind = "grad"
+                if method == "requires_grad_" and node.args and is_named(node.args[0].value, "False"):
+                    # `model.eval().requires_grad_(False)`: that model's parameters are frozen
+                    root = func.value
+                    while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute):
+                        root = root.func.value
+                    if dotted(root) is not None:
+                        self.events.append((self.model.site(node), "frozen", dotted(root)))
             elif receiver is not None and method in ("eval", "train"):
                 off = method == "eval" or (node.args and is_named(node.args[0].value, "False"))
                 kind, model = ("eval" if off else "train"), receiver  # `model.train(False)`
@@ -141,6 +150,7 @@ class EvalWithoutNoGrad(Rule):
         wants gradients."""
         segments: dict[str, list[cst.Call]] = {}  # model -> calls since its .eval()
         wanting: set[str] = set()  # models whose eval segment computes gradients
+        frozen = {model for _, kind, model in events if kind == "frozen"}
         done: list[tuple[str, list[cst.Call]]] = []
         for site, kind, model in events:
             if kind == "grad" or (kind == "with" and site.ctx.grad == ON):
@@ -154,7 +164,7 @@ class EvalWithoutNoGrad(Rule):
             elif kind == "call" and model in segments and not segments[model] and _evaluates(site):
                 segments[model].append(site.node)  # one finding per model and eval
         done.extend(segments.items())
-        return [call for model, calls in done if model not in wanting for call in calls]
+        return [call for model, calls in done if model not in wanting | frozen for call in calls]
 
 
 def _evaluates(site: Site) -> bool:
