@@ -288,6 +288,9 @@ def _fix_register_pytree_node(call: cst.Call, spell: Spell) -> cst.Call | None:
 # -- the table ----------------------------------------------------------------------
 
 _LINALG_REMOVED = dict(since="1.9", removed="1.13")
+# `torch.nn.init.<name>` without the trailing underscore: aliases that warn
+_INIT = ("uniform", "normal", "constant", "xavier_uniform", "xavier_normal", "kaiming_uniform",
+         "kaiming_normal", "orthogonal", "sparse", "eye", "dirac")
 _FUNCTORCH = ("vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",
               "functionalize")
 
@@ -345,6 +348,12 @@ DEPRECATIONS: dict[str, Symbol] = table([
     Symbol("torch.nn.functional.upsample_bilinear", "deprecated",
            'torch.nn.functional.interpolate(..., mode="bilinear", align_corners=True)',
            fix=_interpolate("bilinear", True)),
+    *(Symbol(f"torch.nn.init.{name}", "deprecated", f"torch.nn.init.{name}_", fix="rename")
+      for name in _INIT),
+    Symbol("torch.nn.utils.clip_grad_norm", "deprecated", "torch.nn.utils.clip_grad_norm_",
+           fix="rename"),
+    Symbol("torch.nn.utils.clip_grad.clip_grad_norm", "deprecated",
+           "torch.nn.utils.clip_grad.clip_grad_norm_", fix="rename"),
     Symbol("torch.nn.utils.weight_norm", "deprecated",
            "torch.nn.utils.parametrizations.weight_norm", since="2.1",
            note="the parameters become `parametrizations.weight.original0/1`, so state_dict keys change"),

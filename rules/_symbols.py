@@ -268,6 +268,14 @@ class SymbolRule(Rule):
                 return
         self.report(node, message=self.describe(symbol))
 
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        """`{"uniform": nn.init.uniform, ...}`: a table of functions by their own
+        names (to patch and restore them all) lists an API, it does not use it."""
+        key, value = node.key, node.value
+        if type(key) is cst.SimpleString and type(value) in (cst.Attribute, cst.Name) and (
+                key.evaluated_value == (value.attr if type(value) is cst.Attribute else value).value):
+            self._handled(value)
+
     def _handled(self, node: cst.BaseExpression) -> None:
         while isinstance(node, cst.Attribute):
             self.handled.add(id(node))

@@ -15,6 +15,8 @@ class DeprecatedApi(SymbolRule):
     `torch.linalg`), `torch.range`, `set_default_tensor_type`,
     `nn.UpsamplingNearest2d`/`UpsamplingBilinear2d`, `F.upsample*`,
     `nn.utils.weight_norm`, `nn.utils.stateless.functional_call`,
+    `nn.utils.clip_grad_norm` and the `nn.init` functions without their
+    trailing underscore (`xavier_uniform`, `constant`, ...),
     `backends.cuda.sdp_kernel`, `testing.assert_allclose`,
     `utils._pytree._register_pytree_node` and `functorch.*`. The message
     names the replacement and what differs about it.
@@ -27,7 +29,8 @@ class DeprecatedApi(SymbolRule):
     Compatibility code for other torch versions is not reported: uses in the
     body of a `try` whose handler catches `ImportError`/`AttributeError` (or
     any exception), in such handlers, and in `if` branches that test the
-    version or `hasattr`.
+    version or `hasattr`; nor a table of functions by their own names
+    (`{"normal": nn.init.normal, ...}`, kept to patch and restore them).
 
     ## Why is this bad?
     Deprecated APIs warn at run time, are less tested than their
@@ -50,7 +53,8 @@ class DeprecatedApi(SymbolRule):
     ## Fix safety
     A call is rewritten only where the replacement computes exactly the same
     result (each rewrite was checked to be bit-identical on torch 2.13):
-    renames of drop-in aliases (`ger` → `outer`, `F.upsample` →
+    renames of drop-in aliases (`ger` → `outer`, `nn.init.normal` →
+    `nn.init.normal_`, `F.upsample` →
     `F.interpolate`, `functorch.vmap` → `torch.func.vmap`, ...), and calls
     whose arguments can be mapped: `qr` (`some=` → `mode=`), `cholesky`,
     `chain_matmul` with two matrices or more, `lu_solve` with plain-name
