@@ -38,7 +38,8 @@ class EvalWithoutNoGrad(Rule):
     `with torch.set_grad_enabled(<condition>):` count as guarded, and so do
     calls inside a context manager defined in the file whose `yield` runs
     with gradients off (`@contextmanager def evaluating(model): ... with
-    torch.no_grad(): yield`).
+    torch.no_grad(): yield`), and functions decorated with a decorator
+    defined in the file that calls them under `torch.no_grad()`.
 
     ## Why is this bad?
     `model.eval()` only changes how layers such as dropout and batch norm

@@ -161,6 +161,34 @@ def test_grad_modes_block_decorator_and_own_context_manager():
     assert here["e = net(x)"].grad is None
 
 
+def test_grad_mode_of_a_decorator_defined_in_the_file():
+    model, here, _ = _contexts("""
+        import torch
+
+        def nograd(f):
+            def run(*args):
+                with torch.no_grad():
+                    return f(*args)
+            return run
+
+        def logged(f):
+            def run(*args):
+                print(f)
+                return f(*args)
+            return run
+
+        @nograd
+        def predict(x):
+            a = net(x)
+
+        @logged
+        def train(x):
+            b = net(x)
+    """)
+    assert here["a = net(x)"].grad == t.OFF
+    assert here["b = net(x)"].grad is None
+
+
 def test_autocast_regions_literal_held_and_partial():
     model, here, _ = _contexts("""
         import functools

@@ -47,7 +47,7 @@ from ptlint.analysis.contexts import (  # noqa: F401 - the model's vocabulary, f
 from ptlint.analysis.dataflow import closure, last_name, var
 from ptlint.analysis.names import NameResolver
 from ptlint.analysis.statements import path, scan
-from ptlint.analysis.walk import Visitor
+from ptlint.analysis.walk import Visitor, descendants
 
 _MARKS = {"backward": BACKWARD, "manual_backward": BACKWARD, "step": STEP,
           "optimizer_step": STEP, "grad": BACKPROP, "Engine": ENGINE,
@@ -229,14 +229,19 @@ class SemanticModel(Visitor):
 
     def _disables_grad(self, expr: cst.BaseExpression, ctx: Ctx) -> str | None:
         """`OFF` for a call of a context manager defined in the file whose `yield`
-        runs with gradients off (`@contextmanager` ... `with torch.no_grad(): yield`)."""
-        if type(expr) is not cst.Call or type(expr.func) not in (cst.Name, cst.Attribute):
-            return None
-        for fn in self.defs_named(expr.func, ctx.function):
-            if fn is not ctx.function and any(
-                    last_name(d.decorator) == "contextmanager" for d in fn.node.decorators) \
-                    and any(y.grad == t.OFF for y in fn.yields):
-                return t.OFF
+        runs with gradients off (`@contextmanager` ... `with torch.no_grad(): yield`),
+        and for a decorator defined in the file that calls the function it wraps
+        with gradients off (`def nograd(f): def g(*a): with torch.no_grad(): return f(*a)`)."""
+        if type(expr) is cst.Call and type(expr.func) in (cst.Name, cst.Attribute):
+            for fn in self.defs_named(expr.func, ctx.function):
+                if fn is not ctx.function and any(
+                        last_name(d.decorator) == "contextmanager" for d in fn.node.decorators) \
+                        and any(y.grad == t.OFF for y in fn.yields):
+                    return t.OFF
+        elif type(expr) is cst.Name and ctx.kind == FUNCTION:
+            for fn in self.defs_named(expr, ctx.function):
+                if fn is not ctx.function and _wraps_without_grad(fn):
+                    return t.OFF
         return None
 
     def _autocast(self, expr: cst.BaseExpression, fn: Function) -> "tuple[bool | None] | None":
@@ -361,6 +366,22 @@ _OPENS = {"FunctionDef": FUNCTION, "Lambda": LAMBDA, "ClassDef": CLASS, "For": L
 
 
 _HOOKS = tuple(name for name in vars(SemanticModel) if name.startswith("_visit_"))
+
+
+def _wraps_without_grad(fn: Function) -> bool:
+    """Whether `fn`, a decorator, calls the function it is given (its first
+    parameter) inside a `with` that turns gradients off."""
+    params = fn.node.params.params
+    if not params:
+        return False
+    wrapped = params[0].name.value
+    for node in descendants(fn.node.body):
+        if type(node) is cst.With and any(
+                t.grad_mode(item.item, fn.resolve) == t.OFF for item in node.items) and any(
+                type(n) is cst.Call and type(n.func) is cst.Name and n.func.value == wrapped
+                for n in descendants(node.body)):
+            return True
+    return False
 
 
 def _timed(method: Callable[[cst.CSTNode], None]) -> Callable:
