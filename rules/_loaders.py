@@ -419,15 +419,39 @@ class LoaderRule(TracksTests, Rule):
         raise NotImplementedError
 
 
+_FEW = 10  # batches: a look at the data, not a pass over it
+
+
 def _first_batch_only(loop: cst.For) -> bool:
-    """A loop whose body ends in an unconditional `break`: it takes one batch."""
-    body = loop.body.body
+    """A loop whose body ends in an unconditional `break` (it takes one batch),
+    or, over `enumerate(...)`, in `if i == 1: break` (`>=`, `>`; at most `_FEW`):
+    a few batches."""
+    last = _last_statement(loop.body)
+    if isinstance(last, cst.Break):
+        return True
+    if not (isinstance(last, cst.If) and last.orelse is None
+            and isinstance(_last_statement(last.body), cst.Break)):
+        return False
+    test, target = last.test, loop.target
+    counter = (target.elements[0].value if isinstance(target, cst.Tuple) and target.elements
+               else None)
+    return (isinstance(loop.iter, cst.Call) and last_name(loop.iter.func) == "enumerate"
+            and len(loop.iter.args) == 1 and isinstance(counter, cst.Name)
+            and isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.left, cst.Name) and test.left.value == counter.value
+            and isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual,
+                                                          cst.GreaterThan))
+            and isinstance(test.comparisons[0].comparator, cst.Integer)
+            and test.comparisons[0].comparator.evaluated_value < _FEW)
+
+
+def _last_statement(block: cst.BaseSuite) -> cst.CSTNode | None:
+    """The last statement of a block (the last small statement of its last line)."""
+    body = block.body
     last = body[-1] if body else None
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1] if last.body else None
-    elif isinstance(loop.body, cst.SimpleStatementSuite):
-        last = body[-1] if body else None
-    return isinstance(last, cst.Break)
+    return last
 
 
 def _names_or_calls(node: cst.BaseExpression) -> list[cst.BaseExpression]:

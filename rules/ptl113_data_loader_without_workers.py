@@ -19,7 +19,8 @@ class DataLoaderWithoutWorkers(LoaderRule):
     Not flagged either, because there is nothing for workers to overlap:
 
     - a loader that is only inspected (`next(iter(loader))`, `len(loader)`,
-      `print(loader)`, a loop that breaks after its first batch) or never
+      `print(loader)`, a loop that breaks after its first batch, or after a
+      few: `for i, b in enumerate(loader): ...; if i == 1: break`) or never
       used;
     - a loader over indices or values already in memory
       (`DataLoader(range(n), ...)`, `DataLoader(torch.arange(n), ...)`,

@@ -27,7 +27,8 @@ class DataLoaderWithoutPinMemory(LoaderRule):
 
     Left alone: calls with `*args`/`**kwargs` (which may set it), an explicit
     `pin_memory=False`, a loader only inspected (`next(iter(loader))`,
-    `len(loader)`, a loop that breaks after its first batch) or never used,
+    `len(loader)`, a loop that breaks after its first batch or a few:
+    `if i == 1: break` over `enumerate(loader)`) or never used,
     a loader over indices or values already in memory
     (`DataLoader(range(n), ...)`, a list display, or a variable bound to
     one), the whole dataset in one batch
