@@ -63,7 +63,9 @@ class HostSyncInTrainingLoop(Rule):
     (`if step % log_every == 0:`, `if i == len(loader) - 1:`,
     `if args.verbose:`, `if regularize:` after `regularize = i % k == 0` in
     the loop), under a process guard (`if rank == 0:`,
-    `if is_main_process():`) and in `except` handlers are not flagged, nor
+    `if is_main_process():`), in `except` handlers and in an `if` that leaves
+    the loop (its body ends in `break`, `return`, `raise` or `sys.exit(...)`:
+    it runs once at most) are not flagged, nor
     are values that do not come from the loss or the outputs (the batch
     itself, hyper-parameters). A name holds what the loop body assigned to
     it before the read: the batch read on the host before the body moves it

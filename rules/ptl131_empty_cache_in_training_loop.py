@@ -20,8 +20,9 @@ class EmptyCacheInTrainingLoop(Rule):
     Only the hot loop counts (the loop that itself calls `.backward()` or the
     optimizer step, not the epoch loop around it), and calls under a
     schedule-like `if` in that loop (`if step % 100 == 0:`), a process guard
-    (`if rank == 0:`) or in an `except` handler (out-of-memory recovery) are
-    not flagged. A call of a helper defined in the same file that runs the
+    (`if rank == 0:`), in an `except` handler (out-of-memory recovery) or in
+    an `if` that leaves the loop (its body ends in `break`, `return`, `raise`
+    or `sys.exit(...)`) are not flagged. A call of a helper defined in the same file that runs the
     backward pass or the step counts as one.
 
     ## Why is this bad?

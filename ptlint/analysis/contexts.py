@@ -12,7 +12,7 @@ import libcst as cst
 
 from ptlint.analysis import training as t
 from ptlint.analysis.dataflow import Event, body_of, statements
-from ptlint.analysis.names import Scope
+from ptlint.analysis.names import Scope, dotted
 from ptlint.analysis.statements import holders
 from ptlint.analysis.walk import descendants
 
@@ -62,14 +62,35 @@ class Site:
     def periodic_within(self, loop: "Loop") -> bool:
         """Guarded, inside `loop`, by an `if` whose test looks like a schedule or a
         process guard (`step % k == 0`, `rank == 0`, or a name the loop binds to
-        one: `regularize = i % k == 0`), or in an `except` handler."""
+        one: `regularize = i % k == 0`), in an `except` handler, or in the body
+        of an `if` that leaves the loop (it ends in `break`, `return`, `raise`
+        or `sys.exit(...)`: it runs once at most)."""
         path = self.ctx.function.model.path(self.node, loop.node)
+        nested = False  # inside a loop within `loop`: a `break` leaves only that one
         for node, inner in zip(path, path[1:]):
             if type(node) is cst.ExceptHandler or (type(node) is cst.If and inner is not node.test
                                                    and (t.schedule_test(node.test)
-                                                        or _scheduled_name(node.test, loop.node))):
+                                                        or _scheduled_name(node.test, loop.node)
+                                                        or inner is node.body
+                                                        and _leaves(node.body, not nested))):
                 return True
+            nested |= type(node) in (cst.For, cst.While) and node is not loop.node
         return False
+
+
+_EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+
+
+def _leaves(block: cst.BaseSuite, breaks: bool) -> bool:
+    """Whether `block` ends the loop it is in: its last statement is `return`,
+    `raise`, a call of `sys.exit` (or `exit`, `quit`), or `break` (`breaks`)."""
+    last = block.body[-1] if block.body else None
+    if type(last) is cst.SimpleStatementLine:
+        last = last.body[-1] if last.body else None
+    if type(last) in (cst.Return, cst.Raise) or breaks and type(last) is cst.Break:
+        return True
+    return (type(last) is cst.Expr and type(last.value) is cst.Call
+            and dotted(last.value.func) in _EXITS)
 
 
 def _scheduled_name(test: cst.BaseExpression, loop: cst.CSTNode) -> bool:
