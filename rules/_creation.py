@@ -2,7 +2,8 @@
 
 - `Chain`: a factory call and the methods applied to its result before a
   device move (`torch.zeros(n).long().unsqueeze(0)`), each classified as a
-  dtype cast, a view, a deterministic fill or a random fill.
+  dtype cast, a view, a deterministic fill or a random fill, and arithmetic
+  with a number or a name (`(torch.ones(n) * -1).to(device)`).
 - Device targets: which `.to(...)`/`.cuda(...)` arguments name a device, and
   which name the CPU.
 - `on_device(chain, ...)`: the chain rewritten to create on the device, and
@@ -131,13 +132,15 @@ def is_cpu_string(node: cst.BaseExpression) -> bool:
 
 @dataclass
 class Op:
-    """One method call between the factory and the move."""
+    """One method call between the factory and the move, or arithmetic."""
 
-    call: cst.Call
-    kind: str  # "cast", "view", "fill", "random", "grad"
+    call: cst.Call | cst.BinaryOperation
+    kind: str  # "cast", "view", "fill", "random", "grad", "arith"
     dtype: cst.BaseExpression | None = None  # for casts
     spelled: bool = False  # the dtype is written here as `torch.<dtype>` (for `.long()`)
     function: bool = False  # `torch.triu(x, 1)`: the tensor is the first argument
+    left: bool = True  # for arithmetic: the tensor is the left operand
+    literal: bool = True  # for arithmetic: the other operand is a number (else a name)
 
     @property
     def method(self) -> str:
@@ -205,10 +208,41 @@ def classify(call: cst.Call, resolve: Resolve) -> Op | None:
     return None
 
 
+# Arithmetic with a number or a name keeps a tensor where it is (`**` rounds
+# differently on an accelerator: not followed).
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo)
+_EXACT = (cst.Add, cst.Subtract, cst.Multiply)  # correctly rounded everywhere
+
+
+def _number(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))
+
+
+def _arithmetic(expr: cst.BinaryOperation) -> Op | None:
+    """`t * 2`, `-1 * t`, `t / scale`: the op, with `t` on the side it is on."""
+    if not isinstance(expr.operator, _ARITHMETIC):
+        return None
+    for left, other in ((True, expr.right), (False, expr.left)):
+        tensor = expr.left if left else expr.right
+        if isinstance(tensor, (cst.Call, cst.BinaryOperation)) and (
+                _number(other) or isinstance(other, (cst.Name, cst.Attribute))):
+            return Op(expr, "arith", left=left, literal=_number(other))
+    return None
+
+
 def unwind(expr: cst.BaseExpression, resolve: Resolve) -> Chain | None:
     """The factory call under a chain of ops, or None when `expr` is anything else."""
     ops: list[Op] = []
-    while isinstance(expr, cst.Call):
+    while isinstance(expr, (cst.Call, cst.BinaryOperation)):
+        if isinstance(expr, cst.BinaryOperation):
+            op = _arithmetic(expr)
+            if op is None:
+                return None
+            ops.append(op)
+            expr = expr.left if op.left else expr.right
+            continue
         op = classify(expr, resolve)
         if op is None:
             return Chain(expr, list(reversed(ops)))
@@ -234,7 +268,9 @@ def literal_legacy(call: cst.Call) -> bool:
 
 def _with_ops(base: cst.BaseExpression, ops) -> cst.BaseExpression:
     for op in ops:
-        if op.function:
+        if op.kind == "arith":
+            base = op.call.with_changes(**{"left" if op.left else "right": base})
+        elif op.function:
             first, *rest = op.call.args
             base = op.call.with_changes(args=[first.with_changes(value=base), *rest])
         else:
@@ -276,9 +312,12 @@ def on_device(chain: Chain, name: str, device: cst.BaseExpression,
     """The created-on-the-device version of `chain`, how safe it is, and whether it
     spells a dtype as `torch.<dtype>` (which needs `import torch`); or None."""
     factory, ops = chain.factory, chain.ops
+    if any(op.kind == "arith" and not op.literal for op in ops):
+        return None  # `torch.ones(n) * i`: on the device, a CPU tensor `i` would not mix
     kinds = {op.kind for op in ops}
     safety = Safety.SAFE
-    if name in RANDOM or "random" in kinds or "grad" in kinds or computed(name, factory):
+    if name in RANDOM or "random" in kinds or "grad" in kinds or computed(name, factory) or any(
+            op.kind == "arith" and not isinstance(op.call.operator, _EXACT) for op in ops):
         safety = Safety.UNSAFE
     grad = keyword(factory, "requires_grad")
     requires_grad = grad is not None and not (
@@ -302,7 +341,7 @@ def on_device(chain: Chain, name: str, device: cst.BaseExpression,
             safety = Safety.UNSAFE
         return with_keyword(with_keyword(factory, "dtype", dtype), "device", device), safety, False
     new = with_keyword(factory, "device", device)
-    if (name in FULL_FROM and len(ops) == 1 and ops[0].method == "fill_"
+    if (name in FULL_FROM and len(ops) == 1 and ops[0].kind == "fill" and ops[0].method == "fill_"
             and isinstance(factory.func, cst.Attribute)):
         full = _full(factory, ops[0].call, device)
         if full is not None:

@@ -18,6 +18,17 @@ from ptlint.rules._creation import (
 _DROPPED = ("non_blocking", "copy")
 
 
+def _scalar_mix(chain: Chain, name: str) -> bool:
+    """`torch.tensor(2.0) * x`, `torch.ones(()) * x`: arithmetic with a name, of a
+    factory that may make a 0-dim tensor, which goes to the device of a tensor
+    `x` by itself (nothing would be moved)."""
+    if not any(op.kind == "arith" and not op.literal for op in chain.ops):
+        return False
+    first = chain.factory.args[0].value if chain.factory.args else None
+    return name in ("tensor", "as_tensor") or first is None or (
+        isinstance(first, cst.Tuple) and not first.elements)
+
+
 @dataclass
 class _Scope:
     """The names a function (or the module, or a class body) binds: for each,
@@ -62,9 +73,11 @@ class TensorMovedAfterCreation(Rule):
     - a factory (`torch.zeros`, `torch.tensor`, `torch.rand`, `torch.arange`,
       `torch.full`, the window functions, ...), also when a dtype cast
       (`.long()`, `.half()`, `.to(torch.float16)`, `.type(torch.LongTensor)`),
-      a view (`.unsqueeze(0)`, `.view(...)`, `.t()`), `.repeat(...)` or an in-place fill (`.fill_(v)`, `.uniform_()`)
-      sits between the factory and the move:
-      `torch.zeros(n).long().to(device)`;
+      a view (`.unsqueeze(0)`, `.view(...)`, `.t()`), `.repeat(...)`, an
+      in-place fill (`.fill_(v)`, `.uniform_()`) or arithmetic with a number
+      or a name (`+`, `-`, `*`, `/`, `//`, `%`) sits between the factory and
+      the move: `torch.zeros(n).long().to(device)`,
+      `(torch.ones(n) * -1).to(device)`;
     - a legacy constructor with literal data or sizes
       (`torch.FloatTensor([1e-8]).to(device)`, `torch.Tensor(b, b).fill_(v).cuda()`,
       `torch.ByteTensor(size=(n,)).cuda()`);
@@ -73,8 +86,8 @@ class TensorMovedAfterCreation(Rule):
       provably on the CPU: a factory call, `x.cpu()`, or a name bound exactly
       once in its function (or module), to such a tensor. These create on
       `t`'s device, so with `t` on the GPU nothing touches host memory;
-    - a factory assigned to a name that the next statement moves:
-      `x = torch.zeros(n)` then `x = x.cuda()`, or
+    - a factory (with the same steps) assigned to a name that the next
+      statement moves: `x = torch.zeros(n)` then `x = x.cuda()`, or
       `if x.is_cuda: x = x.cuda()` (reported on the move, without a fix).
 
     A device is a string such as `"cuda"`, `"cuda:1"` or `"mps"` (also an
@@ -91,7 +104,9 @@ class TensorMovedAfterCreation(Rule):
     CPU generator gives the same numbers on every device, which is why such
     code creates on the CPU on purpose), modules (`nn.Linear(...).cuda()`),
     `torch.from_numpy(...)`, data from a loader, a slice or `expand` between
-    factory and move, and any file that changes the default device
+    factory and move, arithmetic with a name on a factory that may make a
+    0-dim tensor (`torch.tensor(2.0) * x`: a CPU scalar follows `x` to its
+    device by itself), and any file that changes the default device
     (`torch.set_default_device`, `torch.set_default_tensor_type`) or code
     inside `with torch.device(...):`, where factories do not create on the CPU.
 
@@ -152,6 +167,10 @@ class TensorMovedAfterCreation(Rule):
       `*_like`) and random fills (`uniform_`, `normal_`, ...). They then draw
       from the device's generator instead of the CPU's, so a seeded run
       produces other numbers (on the CPU itself they are the same).
+    - Unsafe: arithmetic by `/`, `//` or `%` after the factory (`+`, `-` and
+      `*` with a number are correctly rounded on every device: safe). With
+      a name (`(torch.ones(n) * i).to(device)`) no fix is offered: a CPU
+      tensor `i` would not mix with a tensor created on the device.
     - Unsafe: a factory called with `requires_grad=True` (or followed by
       `.requires_grad_()`). The result becomes a leaf on the device (usually
       what was meant: before, the device copy was a non-leaf whose `.grad`
@@ -357,7 +376,7 @@ class TensorMovedAfterCreation(Rule):
             move = _move_of(second, name)
             chain = unwind(value, self.qualified_name)
             kind = self._creates_on_cpu(chain) if chain is not None and move is not None else None
-            if kind is None or kind[0] not in ("torch", "legacy"):
+            if kind is None or kind[0] not in ("torch", "legacy") or _scalar_mix(chain, kind[1]):
                 continue
             if kind[1] in RANDOM and keyword(chain.factory, "generator"):
                 continue
@@ -381,6 +400,8 @@ class TensorMovedAfterCreation(Rule):
         group, name = kind
         if group == "cpu":
             return  # `torch.from_numpy(a).to(device)`, `x.cpu().to(device)`: no factory to fix
+        if _scalar_mix(chain, name):
+            return
         if name in RANDOM and keyword(factory, "generator"):
             return  # a seeded CPU generator: drawn on the CPU on purpose, for reproducibility
         move = self._move(node, func.attr.value == "cuda")
@@ -400,7 +421,9 @@ class TensorMovedAfterCreation(Rule):
             fixed = on_device(chain, name, device, dtype)
             if fixed is not None:
                 replacement, safety, spelled = fixed
-                replacement = replacement.with_changes(lpar=node.lpar, rpar=node.rpar)
+                if node.lpar or not isinstance(replacement, cst.BinaryOperation):
+                    # (arithmetic keeps its own parentheses: `(t * 2).to(d).sum()`)
+                    replacement = replacement.with_changes(lpar=node.lpar, rpar=node.rpar)
                 imports = ("import torch",) if spelled else ()
         self.findings.append(_Finding(node, replacement, safety, source_name, self.scope,
                                       imports=imports))
