@@ -44,7 +44,8 @@ class SaveWholeModule(Rule):
     `.cuda()`, `.eval()`, ...), a name annotated `nn.Module`, or a name whose
     binding has a method only modules have called on it (`.parameters()`,
     `.named_modules()`, ...). A module as a value of a dict literal being
-    saved is flagged too.
+    saved is flagged too, and so is `model.module` of such a name (the model
+    inside a `DataParallel` or `DistributedDataParallel` wrapper).
 
     ## Why is this bad?
     Saving the module object pickles it, and pickle stores its class by
@@ -209,7 +210,10 @@ class SaveWholeModule(Rule):
         if isinstance(obj.value, cst.Dict):
             values = [e.value for e in obj.value.elements if isinstance(e, cst.DictElement)]
         for value in values:
-            binding = self._binding(value)
+            # `model.module`: the model inside a `DataParallel`/DDP wrapper (or a
+            # submodule of a module): a module when `model` holds one
+            binding = self._binding(value.value if isinstance(value, cst.Attribute)
+                                    and value.attr.value == "module" else value)
             if binding is not None:
                 self.saves.append((value, binding))
 
