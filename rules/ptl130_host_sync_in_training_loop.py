@@ -65,7 +65,9 @@ class HostSyncInTrainingLoop(Rule):
     the loop), under a process guard (`if rank == 0:`,
     `if is_main_process():`), in `except` handlers and in an `if` that leaves
     the loop (its body ends in `break`, `return`, `raise` or `sys.exit(...)`:
-    it runs once at most) are not flagged, nor
+    it runs once at most) are not flagged, nor are reads after a
+    `torch.cuda.synchronize()` statement in the loop's body (the device is
+    idle then: the wait is the synchronize's), nor
     are values that do not come from the loss or the outputs (the batch
     itself, hyper-parameters). A name holds what the loop body assigned to
     it before the read: the batch read on the host before the body moves it
@@ -151,7 +153,10 @@ class HostSyncInTrainingLoop(Rule):
                 continue
             if hot not in tainted:
                 tainted[hot] = _Taint(hot)
-            if tainted[hot].reaches(site.node, keys, loss_only):
+            taint = tainted[hot]
+            if taint.synchronized is not None and taint.where(site.node) > taint.synchronized:
+                continue  # the device is idle already: the wait is the synchronize's
+            if taint.reaches(site.node, keys, loss_only):
                 of = " of a tensor" if loss_only else ""
                 self.report(site.node, message=(
                     f"`{what}`{of} in the training loop waits for the device on every step"))
@@ -174,6 +179,10 @@ class HostSyncInTrainingLoop(Rule):
         if key not in self.mentions:
             self.mentions[key] = answer()
         return self.mentions[key]
+
+
+_SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "torch.accelerator.synchronize",
+                          "torch.mps.synchronize", "torch.xpu.synchronize"})
 
 
 class _Taint:
@@ -213,6 +222,21 @@ class _Taint:
             else:
                 found.update([v for i, v in versions if i < at] or [v for _, v in versions])
         return found
+
+    @property
+    def synchronized(self) -> int | None:
+        """The event of the first `torch.cuda.synchronize()` statement directly in
+        the loop's body (not under an `if`), or None."""
+        resolve = self.hot.function.resolve
+        for i, (kind, node, _) in enumerate(self.events):
+            if kind == "small" and type(node) is cst.Expr and type(node.value) is cst.Call \
+                    and resolve(node.value.func) in _SYNCHRONIZE and self._direct(node):
+                return i
+        return None
+
+    def _direct(self, small: cst.CSTNode) -> bool:
+        path = self.hot.function.model.path(small, self.hot.node)
+        return len(path) >= 3 and path[-3] is self.hot.node.body
 
     def where(self, node: cst.CSTNode) -> int:
         """The index of the event that holds `node`."""
