@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import re
+from functools import cached_property
 
 import libcst as cst
 
 from ptlint.analysis.dataflow import (SYNC_METHODS, Assignment, assignments, closure, key_of,
                                      last_name, loss_keys, value_keys)
-from ptlint.analysis.semantic import BACKWARD, Function, Loop
+from ptlint.analysis.semantic import BACKWARD, STEP, Function, Loop
 from ptlint.rule import Rule, code_matches
 
 _BUILTINS = {"builtins.print": "print", "builtins.float": "float", "builtins.int": "int",
@@ -65,9 +66,12 @@ class HostSyncInTrainingLoop(Rule):
     the loop), under a process guard (`if rank == 0:`,
     `if is_main_process():`), in `except` handlers and in an `if` that leaves
     the loop (its body ends in `break`, `return`, `raise` or `sys.exit(...)`:
-    it runs once at most) are not flagged, nor are reads after a
-    `torch.cuda.synchronize()` statement in the loop's body (the device is
-    idle then: the wait is the synchronize's), nor
+    it runs once at most) are not flagged, nor, in a loop that calls
+    `torch.cuda.synchronize()` on every step (a statement in its body,
+    directly or under `if torch.cuda.is_available():`), reads after the
+    backward pass and the optimizer step or after the synchronize: the
+    step waits for the device there anyway (a read before the backward pass
+    still stalls the step in the middle), nor
     are values that do not come from the loss or the outputs (the batch
     itself, hyper-parameters). A name holds what the loop body assigned to
     it before the read: the batch read on the host before the body moves it
@@ -154,8 +158,8 @@ class HostSyncInTrainingLoop(Rule):
             if hot not in tainted:
                 tainted[hot] = _Taint(hot)
             taint = tainted[hot]
-            if taint.synchronized is not None and taint.where(site.node) > taint.synchronized:
-                continue  # the device is idle already: the wait is the synchronize's
+            if taint.quiet_from is not None and taint.where(site.node) > taint.quiet_from:
+                continue  # the step waits for the device anyway: no extra wait
             if taint.reaches(site.node, keys, loss_only):
                 of = " of a tensor" if loss_only else ""
                 self.report(site.node, message=(
@@ -223,20 +227,32 @@ class _Taint:
                 found.update([v for i, v in versions if i < at] or [v for _, v in versions])
         return found
 
-    @property
-    def synchronized(self) -> int | None:
-        """The event of the first `torch.cuda.synchronize()` statement directly in
-        the loop's body (not under an `if`), or None."""
+    @cached_property
+    def quiet_from(self) -> int | None:
+        """In a loop that calls `torch.cuda.synchronize()` on every step (a
+        statement in its body, directly or under `if torch.cuda.is_available():`),
+        the event after which a read adds no wait: the synchronize, or the last
+        backward pass or optimizer step before it (nothing big is queued after
+        them). None for any other loop."""
         resolve = self.hot.function.resolve
-        for i, (kind, node, _) in enumerate(self.events):
-            if kind == "small" and type(node) is cst.Expr and type(node.value) is cst.Call \
-                    and resolve(node.value.func) in _SYNCHRONIZE and self._direct(node):
-                return i
-        return None
+        synced = [i for i, (kind, node, _) in enumerate(self.events)
+                  if kind == "small" and type(node) is cst.Expr and type(node.value) is cst.Call
+                  and resolve(node.value.func) in _SYNCHRONIZE and self._every_step(node)]
+        if not synced:
+            return None
+        model = self.hot.function.model
+        work = [self.where(site.node) for loop in self.hot.walk() for site in loop.sites
+                if site.kind == BACKWARD or site.kind == STEP and model.stepped(site) is not None]
+        return min(synced[0], max(work, default=synced[0]))
 
-    def _direct(self, small: cst.CSTNode) -> bool:
+    def _every_step(self, small: cst.CSTNode) -> bool:
+        """Not under an inner loop, nor under any `if` but `if torch.cuda.is_available():`."""
         path = self.hot.function.model.path(small, self.hot.node)
-        return len(path) >= 3 and path[-3] is self.hot.node.body
+        resolve = self.hot.function.resolve
+        return all(type(node) is not cst.If or type(node.test) is cst.Call
+                   and resolve(node.test.func) == "torch.cuda.is_available"
+                   for node in path[1:]) and not any(
+            type(node) in (cst.For, cst.While) for node in path[1:-1])
 
     def where(self, node: cst.CSTNode) -> int:
         """The index of the event that holds `node`."""
