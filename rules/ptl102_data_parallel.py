@@ -67,7 +67,8 @@ class DataParallel(TracksTests, Rule):
       mentions an optimizer or `.step(`, the wrapped model is only run under
       `torch.no_grad()` / `torch.inference_mode()` (a block or a decorated
       function) and is not returned, or it is put in `.eval()` (also chained
-      to the wrap: `DataParallel(m).eval()`) and nothing in the file calls
+      to the wrap, `DataParallel(m).eval()`, or inside it,
+      `DataParallel(m.eval())`) and nothing in the file calls
       `.train(` (but `.train(False)`, which is eval mode);
       or, in a file that also trains, the function that wraps it puts it in
       `.eval()`, neither trains (no `backward`, optimizer, `.step(` or
@@ -311,6 +312,8 @@ class DataParallel(TracksTests, Rule):
             on_device = _moved(module) or name is not None and (
                 id(self._owner(name)), name) in self.on_device
         target = self.assigned.get(id(replaced))
+        if rebuildable and _evaluated(node.args[0].value):
+            self.evaluated_wraps.add(id(node))  # `DataParallel(m.eval())`
         self.wraps.append(_Wrap(node, replaced, target, self._owner(target), rebuildable,
                                 on_device))
 
@@ -449,6 +452,17 @@ def _is_move(expr: cst.BaseExpression) -> bool:
     """`x.to(...)` or `x.cuda(...)`."""
     return (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
             and expr.func.attr.value in ("to", "cuda"))
+
+
+def _evaluated(expr: cst.BaseExpression) -> bool:
+    """`m.eval()`, `Net().eval().to(device)`: a chain that puts the model in eval mode."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value == "eval" and not expr.args:
+            return True
+        if not _is_move(expr):
+            return False
+        expr = expr.func.value
+    return False
 
 
 def _moved(expr: cst.BaseExpression) -> bool:
