@@ -52,6 +52,10 @@ class ConvBiasBeforeBatchnorm(Rule):
     `nn.BatchNorm2d(...)` in `nn.Sequential(...)` or a list of layers, or a
     `self.conv` that `forward` only ever feeds to `self.bn`
     (`self.bn(self.conv(x))`, or `x = self.conv(x)` then `x = self.bn(x)`).
+    A `Sequential(...)` given to a class or function of the project
+    (`MaskConv(nn.Sequential(...))`) is left alone: it may run the layers one
+    by one with its own steps between them (masking padded positions keeps
+    the bias from cancelling).
 
     ## Why is this bad?
     Batch normalisation subtracts the per-channel mean, and a convolution's
@@ -107,6 +111,7 @@ class ConvBiasBeforeBatchnorm(Rule):
         self.contexts: list[tuple[str, object]] = []
         self.reported: set[int] = set()
         self.not_layers: set[int] = set()  # ids of lists/tuples that are not layer sequences
+        self.handed: set[int] = set()  # ids of `Sequential(...)` given to a class of the project
 
     # -- what is what ----------------------------------------------------------------
     def _kind(self, node: cst.BaseExpression) -> str | None:
@@ -151,9 +156,14 @@ class ConvBiasBeforeBatchnorm(Rule):
                 "Sequential", "ModuleList", "ModuleDict", "ParameterList"):
             qualified = self.qualified_name(func)
             if qualified in ("torch.nn.Sequential", "torch.nn.modules.container.Sequential"):
-                self._adjacent([a.value for a in node.args if a.keyword is None and not a.star])
+                if id(node) not in self.handed:
+                    self._adjacent([a.value for a in node.args if a.keyword is None and not a.star])
             elif qualified in _CONTAINERS_NOT_SEQUENTIAL:  # a ModuleList is not applied in order
                 self.not_layers.update(id(a.value) for a in node.args)
+            elif not (qualified or "").startswith("torch."):
+                # `MaskConv(nn.Sequential(...))`: the project's class may run the layers
+                # one by one, with its own steps between them
+                self.handed.update(id(a.value) for a in node.args)
         owner = self._owner()
         attr = _self_attr(func, owner)
         if attr is not None and self.classes:
