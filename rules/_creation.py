@@ -256,14 +256,18 @@ def unwind(expr: cst.BaseExpression, resolve: Resolve) -> Chain | None:
 
 
 def literal_legacy(call: cst.Call) -> bool:
-    """A legacy constructor given literal data or sizes (a single argument of unknown
-    type may be a tensor, which it would alias, wherever it lives)."""
+    """A legacy constructor given literal data or sizes, or data made by `range(...)`
+    (a single argument of unknown type may be a tensor, which it would alias,
+    wherever it lives)."""
     if len(call.args) == 1 and call.args[0].keyword is not None:
         return call.args[0].keyword.value == "size"  # `torch.ByteTensor(size=(n,))`
     args = [a for a in call.args if a.keyword is None and not a.star]
     if len(args) != len(call.args) or not args:
         return False
-    return len(args) >= 2 or is_sequence_display(args[0].value) or is_size(args[0].value)
+    first = args[0].value
+    return len(args) >= 2 or is_sequence_display(first) or is_size(first) or (
+        isinstance(first, cst.Call) and isinstance(first.func, cst.Name)
+        and first.func.value == "range")
 
 
 def _with_ops(base: cst.BaseExpression, ops) -> cst.BaseExpression:

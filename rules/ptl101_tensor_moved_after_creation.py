@@ -78,9 +78,9 @@ class TensorMovedAfterCreation(Rule):
       or a name (`+`, `-`, `*`, `/`, `//`, `%`) sits between the factory and
       the move: `torch.zeros(n).long().to(device)`,
       `(torch.ones(n) * -1).to(device)`;
-    - a legacy constructor with literal data or sizes
+    - a legacy constructor with literal data or sizes, or `range(...)` data
       (`torch.FloatTensor([1e-8]).to(device)`, `torch.Tensor(b, b).fill_(v).cuda()`,
-      `torch.ByteTensor(size=(n,)).cuda()`);
+      `torch.ByteTensor(size=(n,)).cuda()`, `torch.LongTensor(range(n)).cuda()`);
     - `torch.zeros_like(t)` (and the other `*_like` factories) and
       `t.new_zeros(...)` (and the other `new_*` methods) only when `t` is
       provably on the CPU: a factory call, `x.cpu()`, or a name bound exactly
