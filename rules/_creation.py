@@ -156,6 +156,11 @@ class Chain:
     factory: cst.Call
     ops: list[Op]
 
+    @property
+    def with_names(self) -> bool:
+        """Arithmetic with a name (`torch.ones(n) * i`) on the way to the move."""
+        return any(op.kind == "arith" and not op.literal for op in self.ops)
+
 
 Resolve = Callable[[cst.CSTNode], "str | None"]
 
@@ -316,7 +321,7 @@ def on_device(chain: Chain, name: str, device: cst.BaseExpression,
     """The created-on-the-device version of `chain`, how safe it is, and whether it
     spells a dtype as `torch.<dtype>` (which needs `import torch`); or None."""
     factory, ops = chain.factory, chain.ops
-    if any(op.kind == "arith" and not op.literal for op in ops):
+    if chain.with_names:
         return None  # `torch.ones(n) * i`: on the device, a CPU tensor `i` would not mix
     kinds = {op.kind for op in ops}
     safety = Safety.SAFE

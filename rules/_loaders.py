@@ -32,6 +32,7 @@ import libcst as cst
 
 from ptlint.analysis.dataflow import last_name, target_vars
 from ptlint.analysis.names import dotted
+from ptlint.analysis.statements import last_statement
 from ptlint.fixers.arguments import argument, keyword
 from ptlint.rule import Rule
 from ptlint.rules._tests import TracksTests
@@ -426,11 +427,11 @@ def _first_batch_only(loop: cst.For) -> bool:
     """A loop whose body ends in an unconditional `break` (it takes one batch),
     or, over `enumerate(...)`, in `if i == 1: break` (`>=`, `>`; at most `_FEW`):
     a few batches."""
-    last = _last_statement(loop.body)
+    last = last_statement(loop.body)
     if isinstance(last, cst.Break):
         return True
     if not (isinstance(last, cst.If) and last.orelse is None
-            and isinstance(_last_statement(last.body), cst.Break)):
+            and isinstance(last_statement(last.body), cst.Break)):
         return False
     test, target = last.test, loop.target
     counter = (target.elements[0].value if isinstance(target, cst.Tuple) and target.elements
@@ -443,15 +444,6 @@ def _first_batch_only(loop: cst.For) -> bool:
                                                           cst.GreaterThan))
             and isinstance(test.comparisons[0].comparator, cst.Integer)
             and test.comparisons[0].comparator.evaluated_value < _FEW)
-
-
-def _last_statement(block: cst.BaseSuite) -> cst.CSTNode | None:
-    """The last statement of a block (the last small statement of its last line)."""
-    body = block.body
-    last = body[-1] if body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1] if last.body else None
-    return last
 
 
 def _names_or_calls(node: cst.BaseExpression) -> list[cst.BaseExpression]:

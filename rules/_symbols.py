@@ -272,8 +272,10 @@ class SymbolRule(Rule):
         """`{"uniform": nn.init.uniform, ...}`: a table of functions by their own
         names (to patch and restore them all) lists an API, it does not use it."""
         key, value = node.key, node.value
-        if type(key) is cst.SimpleString and type(value) in (cst.Attribute, cst.Name) and (
-                key.evaluated_value == (value.attr if type(value) is cst.Attribute else value).value):
+        if type(key) is not cst.SimpleString or type(value) not in (cst.Attribute, cst.Name):
+            return
+        name = (value.attr if type(value) is cst.Attribute else value).value
+        if name in key.value and key.evaluated_value == name:  # (the cheap test first)
             self._handled(value)
 
     def _handled(self, node: cst.BaseExpression) -> None:

@@ -22,7 +22,7 @@ def _scalar_mix(chain: Chain, name: str) -> bool:
     """`torch.tensor(2.0) * x`, `torch.ones(()) * x`: arithmetic with a name, of a
     factory that may make a 0-dim tensor, which goes to the device of a tensor
     `x` by itself (nothing would be moved)."""
-    if not any(op.kind == "arith" and not op.literal for op in chain.ops):
+    if not chain.with_names:
         return False
     first = chain.factory.args[0].value if chain.factory.args else None
     return name in ("tensor", "as_tensor") or first is None or (

@@ -13,7 +13,7 @@ import libcst as cst
 from ptlint.analysis import training as t
 from ptlint.analysis.dataflow import Event, body_of, statements
 from ptlint.analysis.names import Scope, dotted
-from ptlint.analysis.statements import holders
+from ptlint.analysis.statements import holders, last_statement
 from ptlint.analysis.walk import descendants
 
 if TYPE_CHECKING:
@@ -84,9 +84,7 @@ _EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
 def _leaves(block: cst.BaseSuite, breaks: bool) -> bool:
     """Whether `block` ends the loop it is in: its last statement is `return`,
     `raise`, a call of `sys.exit` (or `exit`, `quit`), or `break` (`breaks`)."""
-    last = block.body[-1] if block.body else None
-    if type(last) is cst.SimpleStatementLine:
-        last = last.body[-1] if last.body else None
+    last = last_statement(block)
     if type(last) in (cst.Return, cst.Raise) or breaks and type(last) is cst.Break:
         return True
     return (type(last) is cst.Expr and type(last.value) is cst.Call

@@ -15,6 +15,16 @@ _CLAUSES = (cst.BaseSuite, cst.BaseStatement, cst.Else, cst.ExceptHandler, cst.F
             cst.MatchCase)
 
 
+def last_statement(block: cst.BaseSuite) -> cst.CSTNode | None:
+    """The last statement of a block: the last small statement of its last line
+    (`break` in `if i == 1: break`), or its last compound statement."""
+    body = block.body
+    last = body[-1] if body else None
+    if type(last) is cst.SimpleStatementLine:
+        last = last.body[-1] if last.body else None
+    return last
+
+
 def path(node: cst.CSTNode, root: cst.CSTNode) -> list[cst.CSTNode]:
     """The nodes from `root` down to `node` (both included), or [] when `node`
     is not under `root`: where a fix finds the blocks and statements."""
