@@ -215,3 +215,28 @@ def test_json_report_of_a_failed_comparison(tmp_path):
     assert row["detail"] == ("results differ: w[3]: |diff| 0.03 (3 vs 3.03); tolerance 0.0003 "
                              "= rtol 0.0001 x max |value| 3.03 + atol 1e-06")
     assert json.loads(proc.stdout)["passed"] is False
+
+
+def test_ptl021_on_cuda_the_original_raising_is_the_documented_difference():
+    """On CUDA `binary_cross_entropy` under float16 autocast raises (seen on an
+    H100): bad returns `raised` 1 and a NaN loss, fixed the loss, which must
+    match float32. Results shaped as a CUDA run gives them, judged on the CPU."""
+    spec = model.Spec("PTL021", _module("ptl021"))
+    reference = model.Version("reference", "ptl021.py", "cuda",
+                              result=_module("ptl021").reference("cpu"))
+    loss = reference.result["loss"]
+
+    def run(label, loss, raised):
+        return model.Version(label, f"{label}.py", "cuda",
+                             result={"loss": loss, "raised": raised})
+
+    raising = run("bad", torch.tensor(float("nan")), 1.0)
+    passed, detail = spec.compare(raising, run("fixed", loss * (1 + 1e-3), 0.0), reference)
+    assert passed, detail
+    assert detail.startswith("bad raises (unsafe to autocast), fixed computes the loss")
+    # the fixed loss must be the float32 loss, to float16's rounding
+    passed, detail = spec.compare(raising, run("fixed", loss * 1.5, 0.0), reference)
+    assert not passed and "fixed is not the float32 loss" in detail
+    # an original that does not raise on CUDA is not what the check documents
+    passed, detail = spec.compare(run("bad", loss, 0.0), run("fixed", loss, 0.0), reference)
+    assert not passed and detail.startswith("expected only bad to raise")
