@@ -43,3 +43,25 @@ def test_a_parameter_shadows_only_inside_its_function():
         "z = torch.nn\n"
     )
     assert _resolve_all(source, "torch.nn") == [None, "torch.nn", "torch.nn"]
+
+
+def test_a_star_import_brings_torch_when_the_file_does_not_bind_it():
+    # `from utils import *` where utils imported torch: `torch` can be nothing else
+    star = "from utils import *\nx = torch.nn\ndef f():\n    return torch.nn\n"
+    assert _resolve_all(star, "torch.nn") == ["torch.nn", "torch.nn"]
+    # the file's own binding wins, before or after the star import
+    assert _resolve_all("import numpy as torch\nfrom utils import *\nx = torch.nn\n",
+                        "torch.nn") == ["numpy.nn"]
+    assert _resolve_all("from utils import *\ndef f(torch):\n    return torch.nn\n",
+                        "torch.nn") == [None]
+    # without a star import an unbound `torch` stays unknown
+    assert _resolve_all("x = torch.nn\n", "torch.nn") == [None]
+
+
+def test_rules_see_torch_through_a_star_import(cli, tmp_path):
+    (tmp_path / "utils.py").write_text("import torch\n")
+    (tmp_path / "train.py").write_text(
+        "from utils import *\n\ndef batch(n):\n    return torch.zeros(n).cuda()\n")
+    proc = cli(str(tmp_path / "train.py"), "--select", "PTL101", "--output-format", "concise",
+               "--no-cache")
+    assert proc.returncode == 1 and "train.py:4:12: PTL101" in proc.stdout, proc.stdout

@@ -144,6 +144,10 @@ class NameResolver(Visitor):
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         module = _import_module(node)
         if isinstance(node.names, cst.ImportStar):
+            # `from utils import *` brings what utils imported: a module-level
+            # `torch` the file does not bind itself is the torch module
+            if len(self.scopes) == 1 and "torch" not in self.scopes[0].bindings:
+                self.bind("torch", "torch")
             return
         for alias in node.names:
             name = dotted(alias.name)
