@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 import os
-import tomllib
+import sys
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
@@ -11,6 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from ptlint._catalog import RULES as CATALOG
 from ptlint.model import Safety
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, from PyPI (a dependency on Python 3.10 only)
+    import tomli as tomllib
 
 if TYPE_CHECKING:  # pathspec is imported when a glob is matched, not for files named outright
     import pathspec

@@ -7,6 +7,7 @@ import inspect
 import pkgutil
 import re
 import time
+import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Sequence
 
@@ -249,7 +250,8 @@ def registry() -> dict[str, type[Rule]]:
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         for obj in vars(module).values():
             if (
-                inspect.isclass(obj)
+                isinstance(obj, type)
+                and not isinstance(obj, types.GenericAlias)  # `list[str]` passes on Python 3.10
                 and issubclass(obj, Rule)
                 and obj.__module__ == module.__name__
                 and getattr(obj, "code", None)

@@ -16,11 +16,12 @@ from __future__ import annotations
 import ast
 import configparser
 import functools
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from packaging.version import InvalidVersion, Version
+
+from ptlint.config import tomllib
 
 if TYPE_CHECKING:  # packaging's requirement parser is imported only for a file naming torch
     from packaging.requirements import Requirement

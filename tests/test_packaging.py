@@ -28,6 +28,20 @@ def _run(*cmd, cwd=None, env=None, check=True) -> subprocess.CompletedProcess:
 DATA = "ptlint/verify/data/"
 
 
+def test_the_code_needs_no_newer_python_than_it_claims():
+    """pyproject's `requires-python` is the oldest Python ptlint runs on: no module,
+    function or syntax of a newer one (vermin reads the source; `import tomllib`,
+    for one, needs 3.11 and has a guarded fallback)."""
+    from ptlint.config import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    oldest = project["requires-python"].removeprefix(">=")
+    vermin = Path(sys.executable).parent / "vermin"
+    proc = _run(vermin, "-q", "--no-tips", "--eval-annotations", "--violations",
+                f"--target={oldest}-", "ptlint", "rules", "fixers", "scripts", cwd=ROOT, check=False)
+    assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout + proc.stderr
+
+
 def _shipped(wheel: Path) -> set[str]:
     import zipfile
 
