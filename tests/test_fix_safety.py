@@ -316,3 +316,32 @@ def test_a_suggestion_is_shown_and_applied_only_when_the_user_opts_in(tmp_path):
     run_cli(*args, "--fix", "--unsafe-fixes", cwd=tmp_path)
     assert (tmp_path / "a.py").read_text() == text.replace("nn.Conv2d(3, 8, 3)",
                                                            "nn.Conv2d(3, 8, 3, bias=False)")
+
+
+def test_an_import_already_made_below_other_statements_is_not_added_again(tmp_path):
+    before = """\
+import sys
+sys.path.append("core")
+
+import torch
+
+try:
+    from torch.cuda.amp import GradScaler
+except ImportError:  # torch < 1.6
+    class GradScaler:
+        pass
+
+scaler = GradScaler(enabled=True)
+"""
+    proc, text = _fix(tmp_path, before)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert text == before.replace("= GradScaler(", '= torch.amp.GradScaler("cuda", ')
+    # where it is missing, it is still added, once
+    missing = before.replace("import torch\n", "from torch import FloatTensor\n") \
+        .replace("GradScaler(enabled=True)", "FloatTensor([1.0, 2.0])")
+    proc, text = _fix(tmp_path, missing)
+    assert text.count("import torch\n") == 1 and "torch.tensor(" in text, text
+    # an import below a line the fix makes use it does not count: that line runs first
+    late = "from torch import FloatTensor\nx = FloatTensor([1.0, 2.0])\nimport torch\n"
+    proc, text = _fix(tmp_path, late, "--torch-version", "2.4")
+    assert text.index("import torch\n") < text.index("x = torch.tensor("), text

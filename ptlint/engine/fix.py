@@ -3,12 +3,14 @@ nothing changes; then add the imports the fixes declared."""
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import libcst as cst
 
+from ptlint.analysis.names import dotted
 from ptlint.engine.guard import fits_oldest_python, parse, python_verdict, round_trips, valid
 from ptlint.engine.lint import LintResult, lint_text
 from ptlint.io.text import line_starts
@@ -89,6 +91,30 @@ def non_overlapping(fixes: Iterable[Fix]) -> list[Fix]:
     return taken
 
 
+def _module_level_imports(module: cst.Module) -> set[str]:
+    """The module's own `import x` / `from x import y` statements (no alias) among its
+    top-level statements, where no statement above mentions the name they bind (so a
+    fixed line above cannot need it): LibCST's `AddImportsVisitor` only sees those
+    above the first other statement (`sys.path.append(...)`, say)."""
+    found: set[str] = set()
+    above = ""  # the code of the top-level statements so far
+    for line in module.body:
+        for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Import):
+                bound = {f"import {dotted(a.name)}": dotted(a.name).split(".")[0]
+                         for a in small.names if a.asname is None}
+            elif isinstance(small, cst.ImportFrom) and not small.relative and small.module \
+                    and not isinstance(small.names, cst.ImportStar):
+                bound = {f"from {dotted(small.module)} import {dotted(a.name)}": dotted(a.name)
+                         for a in small.names if a.asname is None}
+            else:
+                continue
+            found.update(statement for statement, name in bound.items()
+                         if not re.search(rf"\b{re.escape(name)}\b", above))
+        above += module.code_for_node(line)
+    return found
+
+
 def add_imports(text: str, imports: Iterable[str]) -> str:
     """Add `import x` / `from x import y` statements the fixes need, once each."""
     wanted = sorted(set(imports))
@@ -97,6 +123,10 @@ def add_imports(text: str, imports: Iterable[str]) -> str:
     from libcst.codemod import CodemodContext
     from libcst.codemod.visitors import AddImportsVisitor
 
+    module = parse(text)
+    wanted = [w for w in wanted if w not in _module_level_imports(module)]
+    if not wanted:
+        return text
     context = CodemodContext()
     for statement in wanted:
         parts = statement.split()
@@ -104,7 +134,7 @@ def add_imports(text: str, imports: Iterable[str]) -> str:
             AddImportsVisitor.add_needed_import(context, parts[1])
         else:  # from a.b import c
             AddImportsVisitor.add_needed_import(context, parts[1], parts[3])
-    code = AddImportsVisitor(context).transform_module(parse(text)).code
+    code = AddImportsVisitor(context).transform_module(module).code
     if text.endswith("\r") and not code.endswith("\r"):
         code += "\r"  # LibCST drops a final lone \r (classic Mac line endings)
     return code
