@@ -186,7 +186,10 @@ def test_100k_term_sum_is_rejected_without_hanging(zoo_run):
     proc, findings, _ = zoo_run
     reported = [f["message"] for f in findings.get("long_sum.py", [])]
     reported += [e for e in errors_of(proc) if "long_sum.py" in e]
-    assert len(reported) == 1 and "nested" in reported[0]
+    rejected = len(reported) == 1 and "nested" in reported[0]
+    # no rule needs the file, so only CPython's parser checks it; before 3.11 that
+    # parser accepts it (only its compiler fails), as ruff's does
+    assert rejected or sys.version_info < (3, 11) and reported == []
 
 
 def test_valid_but_too_deep_file_is_skipped_with_one_line(zoo_run):
