@@ -21,7 +21,7 @@ from ptlint.fixers.arguments import argument, keyword, positional, with_keyword
 from ptlint.fixers.expressions import float_literal, is_sequence_display, is_size
 from ptlint.model import Safety
 
-from ptlint.analysis.names import dotted
+from ptlint.analysis.names import dotted, is_named
 
 # torch.<name>(...) creating a new tensor on the default device (the CPU).
 FACTORIES = frozenset({
@@ -64,12 +64,17 @@ DTYPES = frozenset({
     "complex128", "cdouble",
 })
 # Views and reshapes over the whole tensor, and `repeat` (a copy of the whole); no
-# slicing: a slice of a device tensor would keep the whole allocation alive; no
-# `expand`: its result cannot be written.
+# slicing: a slice of a device tensor would keep the whole allocation alive (but
+# indexing with only `None`, `:` and `...`, `t[None, :, :]`, is a view of the whole);
+# no `expand`: its result cannot be written.
 VIEWS = frozenset({"unsqueeze", "squeeze", "view", "reshape", "flatten", "unflatten", "t",
                    "transpose", "permute", "contiguous", "repeat"})
 FILLS = frozenset({"fill_", "zero_", "triu", "tril", "triu_", "tril_", "fill_diagonal_"})
 FILL_FUNCTIONS = frozenset({"torch.triu", "torch.tril"})  # `torch.triu(torch.ones(n, n), 1)`
+# element-wise math over the whole tensor (`torch.exp(t)`, `t.sin()`): computed in the
+# device's arithmetic after a fix, which may round differently (the fix is unsafe)
+ELEMENTWISE = frozenset({"exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "sin", "cos",
+                         "tanh", "sigmoid", "abs", "neg"})
 RANDOM_FILLS = frozenset({"uniform_", "normal_", "random_", "bernoulli_", "exponential_",
                           "geometric_", "log_normal_", "cauchy_"})
 
@@ -134,8 +139,8 @@ def is_cpu_string(node: cst.BaseExpression) -> bool:
 class Op:
     """One method call between the factory and the move, or arithmetic."""
 
-    call: cst.Call | cst.BinaryOperation
-    kind: str  # "cast", "view", "fill", "random", "grad", "arith"
+    call: cst.Call | cst.BinaryOperation | cst.Subscript
+    kind: str  # "cast", "view", "fill", "random", "grad", "arith", "elementwise"
     dtype: cst.BaseExpression | None = None  # for casts
     spelled: bool = False  # the dtype is written here as `torch.<dtype>` (for `.long()`)
     function: bool = False  # `torch.triu(x, 1)`: the tensor is the first argument
@@ -183,6 +188,9 @@ def classify(call: cst.Call, resolve: Resolve) -> Op | None:
     if not isinstance(func, cst.Attribute):
         return None
     method = func.attr.value
+    if method in ELEMENTWISE and (not call.args or len(call.args) == 1 and call.args[0].keyword
+                                  is None and resolve(func) == f"torch.{method}"):
+        return Op(call, "elementwise", function=bool(call.args))  # `t.exp()`, `torch.exp(t)`
     if method in CASTS and not call.args:
         return Op(call, "cast", cst.parse_expression(f"torch.{CASTS[method]}"), spelled=True)
     if method in ("to", "type") and len(call.args) == 1:
@@ -225,6 +233,16 @@ def _number(node: cst.BaseExpression) -> bool:
     return isinstance(node, (cst.Integer, cst.Float))
 
 
+def _scalar(node: cst.BaseExpression) -> bool:
+    """A name or attribute, or a call of Python's `math` (`-math.log(10000)`): a value
+    that is not a tensor, or a name that may be one (the fix is then not offered)."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        node = node.expression
+    if isinstance(node, cst.Call):
+        return (dotted(node.func) or "").startswith("math.")
+    return isinstance(node, (cst.Name, cst.Attribute))
+
+
 def _arithmetic(expr: cst.BinaryOperation) -> Op | None:
     """`t * 2`, `-1 * t`, `t / scale`: the op, with `t` on the side it is on."""
     if not isinstance(expr.operator, _ARITHMETIC):
@@ -232,15 +250,33 @@ def _arithmetic(expr: cst.BinaryOperation) -> Op | None:
     for left, other in ((True, expr.right), (False, expr.left)):
         tensor = expr.left if left else expr.right
         if isinstance(tensor, (cst.Call, cst.BinaryOperation)) and (
-                _number(other) or isinstance(other, (cst.Name, cst.Attribute))):
+                _number(other) or _scalar(other)):
             return Op(expr, "arith", left=left, literal=_number(other))
     return None
+
+
+def _whole(expr: cst.Subscript) -> bool:
+    """`t[None]`, `t[None, :, :]`, `t[..., None]`: new axes over the whole tensor."""
+    for element in expr.slice:
+        index = element.slice
+        if isinstance(index, cst.Slice):
+            if index.lower or index.upper or index.step:
+                return False
+        elif not (isinstance(index.value, cst.Ellipsis) or is_named(index.value, "None")):
+            return False
+    return True
 
 
 def unwind(expr: cst.BaseExpression, resolve: Resolve) -> Chain | None:
     """The factory call under a chain of ops, or None when `expr` is anything else."""
     ops: list[Op] = []
-    while isinstance(expr, (cst.Call, cst.BinaryOperation)):
+    while isinstance(expr, (cst.Call, cst.BinaryOperation, cst.Subscript)):
+        if isinstance(expr, cst.Subscript):
+            if not _whole(expr):
+                return None
+            ops.append(Op(expr, "view"))
+            expr = expr.value
+            continue
         if isinstance(expr, cst.BinaryOperation):
             op = _arithmetic(expr)
             if op is None:
@@ -277,7 +313,9 @@ def literal_legacy(call: cst.Call) -> bool:
 
 def _with_ops(base: cst.BaseExpression, ops) -> cst.BaseExpression:
     for op in ops:
-        if op.kind == "arith":
+        if isinstance(op.call, cst.Subscript):
+            base = op.call.with_changes(value=base)
+        elif op.kind == "arith":
             base = op.call.with_changes(**{"left" if op.left else "right": base})
         elif op.function:
             first, *rest = op.call.args
@@ -325,7 +363,7 @@ def on_device(chain: Chain, name: str, device: cst.BaseExpression,
         return None  # `torch.ones(n) * i`: on the device, a CPU tensor `i` would not mix
     kinds = {op.kind for op in ops}
     safety = Safety.SAFE
-    if name in RANDOM or "random" in kinds or "grad" in kinds or computed(name, factory) or any(
+    if name in RANDOM or kinds & {"random", "grad", "elementwise"} or computed(name, factory) or any(
             op.kind == "arith" and not isinstance(op.call.operator, _EXACT) for op in ops):
         safety = Safety.UNSAFE
     grad = keyword(factory, "requires_grad")

@@ -73,11 +73,14 @@ class TensorMovedAfterCreation(Rule):
     - a factory (`torch.zeros`, `torch.tensor`, `torch.rand`, `torch.arange`,
       `torch.full`, the window functions, ...), also when a dtype cast
       (`.long()`, `.half()`, `.to(torch.float16)`, `.type(torch.LongTensor)`),
-      a view (`.unsqueeze(0)`, `.view(...)`, `.t()`), `.repeat(...)`, an
-      in-place fill (`.fill_(v)`, `.uniform_()`) or arithmetic with a number
-      or a name (`+`, `-`, `*`, `/`, `//`, `%`) sits between the factory and
-      the move: `torch.zeros(n).long().to(device)`,
-      `(torch.ones(n) * -1).to(device)`;
+      a view (`.unsqueeze(0)`, `.view(...)`, `.t()`, new axes by indexing
+      with only `None`, `:` and `...`: `[None, :, :]`), `.repeat(...)`, an
+      in-place fill (`.fill_(v)`, `.uniform_()`), element-wise math
+      (`torch.exp(t)`, `t.sin()`, `.sqrt()`, `.log()`, ...) or arithmetic
+      with a number, a name or a `math` call (`+`, `-`, `*`, `/`, `//`, `%`)
+      sits between the factory and the move: `torch.zeros(n).long().to(device)`,
+      `(torch.ones(n) * -1).to(device)`,
+      `torch.exp(-math.log(p) * torch.arange(h) / h).to(t.device)`;
     - a legacy constructor with literal data or sizes, or `range(...)` data
       (`torch.FloatTensor([1e-8]).to(device)`, `torch.Tensor(b, b).fill_(v).cuda()`,
       `torch.ByteTensor(size=(n,)).cuda()`, `torch.LongTensor(range(n)).cuda()`);
@@ -88,7 +91,9 @@ class TensorMovedAfterCreation(Rule):
       `t`'s device, so with `t` on the GPU nothing touches host memory;
     - a factory (with the same steps) assigned to a name that the next
       statement moves: `x = torch.zeros(n)` then `x = x.cuda()`, or
-      `if x.is_cuda: x = x.cuda()` (reported on the move, without a fix).
+      `if x.is_cuda: x = x.cuda()`; also several tensors created one after
+      another and then moved together, by consecutive moves or in one `if`
+      that only moves them (reported on the move, without a fix).
 
     A device is a string such as `"cuda"`, `"cuda:1"` or `"mps"` (also an
     f-string starting with one), `torch.device(...)`, `x.device`, a name or
@@ -168,9 +173,11 @@ class TensorMovedAfterCreation(Rule):
       from the device's generator instead of the CPU's, so a seeded run
       produces other numbers (on the CPU itself they are the same).
     - Unsafe: arithmetic by `/`, `//` or `%` after the factory (`+`, `-` and
-      `*` with a number are correctly rounded on every device: safe). With
-      a name (`(torch.ones(n) * i).to(device)`) no fix is offered: a CPU
-      tensor `i` would not mix with a tensor created on the device.
+      `*` with a number are correctly rounded on every device: safe), and
+      element-wise math (`exp`, `sin`, ...), computed in the device's
+      arithmetic. With a name or a call (`(torch.ones(n) * i).to(device)`)
+      no fix is offered: a CPU tensor `i` would not mix with a tensor created
+      on the device.
     - Unsafe: a factory called with `requires_grad=True` (or followed by
       `.requires_grad_()`). The result becomes a leaf on the device (usually
       what was meant: before, the device copy was a non-leaf whose `.grad`
@@ -183,7 +190,7 @@ class TensorMovedAfterCreation(Rule):
     No fix is offered for `.cuda(<expression>)` (the expression may be
     `None`, which `.cuda()` reads as the current device but a factory reads
     as the CPU), for `pin_memory=` or `memory_format=`, for a move in the
-    next statement (it may be conditional), and for legacy
+    statements after (it may be conditional), and for legacy
     constructors: the fix of PTL230 (legacy-tensor-constructor) turns them
     into factories first, and this rule's fix then applies to the result.
 
@@ -367,24 +374,40 @@ class TensorMovedAfterCreation(Rule):
 
     def _next_statement(self, body) -> None:
         """`x = torch.zeros(n)` and then `x = x.cuda()` (or `if c: x = x.cuda()`): the
-        move in the next statement. Reported without a fix (the move may be conditional)."""
-        for first, second in zip(body, body[1:]):
-            created = _assignment(first)
-            if created is None:
+        move right after the creation, also of tensors created one after another and
+        then moved together (`a = torch.zeros(n)`, `b = torch.ones(n)`, then `a =
+        a.cuda()`, `b = b.cuda()`, or both in one `if c:`). Reported without a fix
+        (the move may be conditional)."""
+        created: dict[str, Chain] = {}  # the names the statements just above create
+        moving = False  # the statement before moved some of them
+        for statement in body:
+            moves = _moves(statement)
+            if moves:
+                for name, move in moves:
+                    if created.pop(name, None) is not None and self._move(
+                            move, move.func.attr.value == "cuda") is not None:
+                        self.findings.append(_Finding(move, None, Safety.SAFE, message=(
+                            "Tensor created on the CPU just before, then moved; create it "
+                            "with `device=` instead")))
+                moving = True
                 continue
-            name, value = created
-            move = _move_of(second, name)
-            chain = unwind(value, self.qualified_name)
-            kind = self._creates_on_cpu(chain) if chain is not None and move is not None else None
-            if kind is None or kind[0] not in ("torch", "legacy") or _scalar_mix(chain, kind[1]):
+            if moving:  # a new run of creations starts after the moves
+                created.clear()
+                moving = False
+            assigned = _assignment(statement)
+            chain = unwind(assigned[1], self.qualified_name) if assigned is not None else None
+            if chain is None or not self._created_on_cpu(chain):
+                created.clear()
                 continue
-            if kind[1] in RANDOM and keyword(chain.factory, "generator"):
-                continue
-            assert move is not None and isinstance(move.func, cst.Attribute)
-            if self._move(move, move.func.attr.value == "cuda") is not None:
-                self.findings.append(_Finding(move, None, Safety.SAFE, message=(
-                    "Tensor created on the CPU in the statement before, then moved; create "
-                    "it with `device=` instead")))
+            created[assigned[0]] = chain
+
+    def _created_on_cpu(self, chain: Chain) -> bool:
+        """A torch factory or legacy constructor that makes the tensor on the CPU
+        (not drawn from an explicit generator, nor mixed with a 0-dim name)."""
+        kind = self._creates_on_cpu(chain)
+        if kind is None or kind[0] not in ("torch", "legacy") or _scalar_mix(chain, kind[1]):
+            return False
+        return not (kind[1] in RANDOM and keyword(chain.factory, "generator"))
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -496,22 +519,27 @@ def _assignment(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None
     return None
 
 
-def _move_of(statement: cst.CSTNode, name: str) -> cst.Call | None:
-    """The call in `name = name.cuda()` / `name = name.to(device)`, also as the only
-    statement of an `if` without `else`."""
+def _moves(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
+    """(name, call) of `name = name.cuda()` / `name = name.to(device)`: the
+    statement itself, or every statement of an `if` without `else` when each is
+    such a move; [] otherwise."""
     if isinstance(statement, cst.If) and statement.orelse is None:
-        body = statement.body.body
-        if len(body) != 1:
-            return None
-        statement = body[0] if isinstance(statement.body, cst.IndentedBlock) else statement.body
-        if isinstance(statement, cst.SimpleStatementSuite):
-            statement = cst.SimpleStatementLine(body=statement.body)
+        block = statement.body
+        lines = block.body if isinstance(block, cst.IndentedBlock) \
+            else [cst.SimpleStatementLine(body=block.body)]
+        moves = [_move_of(line) for line in lines]
+        return [m for m in moves if m is not None] if all(moves) else []
+    move = _move_of(statement)
+    return [move] if move is not None else []
+
+
+def _move_of(statement: cst.CSTNode) -> tuple[str, cst.Call] | None:
     assigned = _assignment(statement)
-    if assigned is None or assigned[0] != name:
+    if assigned is None:
         return None
-    value = assigned[1]
+    name, value = assigned
     if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
             and value.func.attr.value in ("cuda", "to") and isinstance(value.func.value, cst.Name)
             and value.func.value.value == name):
-        return value
+        return name, value
     return None

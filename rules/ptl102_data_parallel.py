@@ -12,7 +12,7 @@ from ptlint.analysis.training import OFF, grad_mode
 from ptlint.analysis.walk import children, descendants
 from ptlint.fixers.arguments import keyword
 from ptlint.fixers.expressions import as_receiver
-from ptlint.rule import Rule
+from ptlint.rule import Rule, code_matches
 from ptlint.model import Safety
 from ptlint.rules._tests import TracksTests
 
@@ -29,7 +29,12 @@ _NOT_RUNNING = frozenset({"eval", "load_state_dict", "state_dict", "to", "cuda",
                           "buffers", "named_buffers", "modules", "named_modules", "children",
                           "requires_grad_"})
 _HARMLESS = frozenset({"print", "len", "isinstance", "type", "id", "repr", "str"})
+# functions named for evaluation: `validate(cfg, loader, model)`, `evaluate_accuracy(model)`
+_EVALUATES = re.compile(r"(?i)(val|valid|validate|validation|eval|evaluate|evaluation|test|"
+                        r"infer|inference|predict)(_|$)")
 _TRAINS = ("backward", "optim", ".step(")  # in a file without these, nothing is trained
+_TRAINS_CODE = re.compile(r"backward|optim|\.step\(")
+_IMPORT_LINE = re.compile(r"(?m)^[ \t]*(?:import|from)[ \t].*$")
 _TRAIN_MODE = re.compile(r"\.train\((?!\s*(?:mode\s*=\s*)?False\s*\))")  # not `.train(False)`
 
 
@@ -41,6 +46,8 @@ class _Wrap:
     owner: cst.CSTNode  # where that name lives: the function, the class (`self.x`), the module
     rebuildable: bool  # a module argument and no `*args`/`**kwargs`
     on_device: bool  # the model was moved to a device before the wrap, or by a chained move
+    function: cst.CSTNode  # the function (or module) it is written in
+    conditional: bool  # in a branch of an `if`
 
 
 class DataParallel(TracksTests, Rule):
@@ -56,7 +63,10 @@ class DataParallel(TracksTests, Rule):
       distributed (`dist.is_initialized()`, `args.distributed`,
       `world_size > 1`, ...) or whose branch wraps in
       `DistributedDataParallel`, in an `if not <that>:` branch, and in
-      `DistributedDataParallel(m) if dist.is_initialized() else DataParallel(m)`;
+      `DistributedDataParallel(m) if dist.is_initialized() else DataParallel(m)`,
+      and in an `if` of a function that also wraps the same model in
+      `DistributedDataParallel` (`if n_gpu > 1: m = DataParallel(m)` beside
+      `if args.local_rank != -1: m = DistributedDataParallel(m)`);
     - `DataParallel` where it is no choice: in the `else` of
       `if torch.cuda.is_available():` and the body of
       `if not torch.cuda.is_available():`, where it runs the model as it is
@@ -64,16 +74,17 @@ class DataParallel(TracksTests, Rule):
       `if isinstance(m, DataParallel):`, which keeps the wrapper a model
       already has (the wrap that chose it is reported);
     - a model only used for inference: the file neither calls `backward` nor
-      mentions an optimizer or `.step(`, the wrapped model is only run under
-      `torch.no_grad()` / `torch.inference_mode()` (a block or a decorated
-      function) and is not returned, or it is put in `.eval()` (also chained
-      to the wrap, `DataParallel(m).eval()`, or inside it,
-      `DataParallel(m.eval())`) and nothing in the file calls
-      `.train(` (but `.train(False)`, which is eval mode);
-      or, in a file that also trains, the function that wraps it puts it in
-      `.eval()`, neither trains (no `backward`, optimizer, `.step(` or
-      `.train(` in it) nor returns or stores the model:
-      `DistributedDataParallel` is a training wrapper;
+      mentions an optimizer or `.step(` (imports and comments aside), the
+      wrapped model is only run under `torch.no_grad()` /
+      `torch.inference_mode()` (a block or a decorated function) or handed to
+      functions named for evaluation (`validate(...)`, `evaluate_...`,
+      `test_...`, `predict(...)`) and is not returned, or it is put in
+      `.eval()` (also chained to the wrap, `DataParallel(m).eval()`, or inside
+      it, `DataParallel(m.eval())`) and nothing in the file calls `.train(`
+      (but `.train(False)`, which is eval mode); or, in a file that also
+      trains, the function that wraps it puts it in `.eval()`, neither trains
+      (no `backward`, optimizer, `.step(` or `.train(` in it) nor returns or
+      stores the model: `DistributedDataParallel` is a training wrapper;
     - test code (test files, and `test*` functions and `Test*` classes in a
       file that uses pytest or unittest), where `DataParallel` support itself
       is what is tested.
@@ -161,6 +172,7 @@ class DataParallel(TracksTests, Rule):
         self.evaluated: set[str] = set()  # names put in `.eval()`
         self.evaluated_wraps: set[int] = set()  # `DataParallel(m).eval()`: id of the wrap
         self.evaluated_in: set[tuple[int, str]] = set()  # (owner, name) put in `.eval()` there
+        self.ddp_wraps: set[tuple[int, str]] = set()  # (function, name) wrapped in DDP there
 
     def visit_Module(self, node: cst.Module) -> None:
         self.owners.append(node)
@@ -300,7 +312,10 @@ class DataParallel(TracksTests, Rule):
                 self.on_device.add((id(self._owner(moved)), moved))
         if isinstance(func, (cst.Call, cst.Subscript)) or self.in_test or self.fallback:
             return
-        if self.qualified_name(func) not in _DATA_PARALLEL:
+        qualified = self.qualified_name(func)
+        if qualified in _DDP and node.args:
+            self.ddp_wraps.add((id(self.owners[-1]), dotted(node.args[0].value)))
+        if qualified not in _DATA_PARALLEL:
             return
         replaced = self.moves.get(id(node), node)
         rebuildable = bool(node.args) and not any(a.star for a in node.args) and (
@@ -315,10 +330,12 @@ class DataParallel(TracksTests, Rule):
         if rebuildable and _evaluated(node.args[0].value):
             self.evaluated_wraps.add(id(node))  # `DataParallel(m.eval())`
         self.wraps.append(_Wrap(node, replaced, target, self._owner(target), rebuildable,
-                                on_device))
+                                on_device, self.owners[-1], bool(self.branches)))
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        trains = any(text in self.context.source for text in _TRAINS)
+        # `import torch.optim` and a comment about the optimizer train nothing
+        trains = any(text in self.context.source for text in _TRAINS) and code_matches(
+            _TRAINS_CODE, _IMPORT_LINE.sub("", self.context.source))
         inference = set() if trains else self._inference_wraps()
         # an evaluation script: the model is put in eval mode and never trained
         evaluated = set() if trains or _TRAIN_MODE.search(self.context.source) else self.evaluated
@@ -330,6 +347,8 @@ class DataParallel(TracksTests, Rule):
                 continue
             if trains and self._evaluated_here(wrap):
                 continue
+            if wrap.conditional and (id(wrap.function), _wrapped(wrap)) in self.ddp_wraps:
+                continue  # the function offers DDP too: this is its other branch
             if not self._fixable(wrap):
                 self.report(wrap.call)
                 continue
@@ -406,7 +425,7 @@ class DataParallel(TracksTests, Rule):
             if returned and use != "called" or use == "alias" or (
                     use in ("called", "passed") and not no_grad):
                 trained.add(name)
-            elif use in ("called", "passed"):
+            elif use in ("called", "passed", "evaluated"):
                 run.add(name)
         return run - trained
 
@@ -482,7 +501,8 @@ def _parameters(node: cst.FunctionDef | cst.Lambda) -> set[str]:
 def _use(node: cst.CSTNode, up) -> str:
     """How an occurrence of the wrapped model uses it: "bound" (an assignment target),
     "alias" (assigned to another name), "inert" (`.eval()`, `.module.state_dict()`,
-    `print(model)`), "called" (`model(x)`) or "passed" (anything else: an argument,
+    `print(model)`), "called" (`model(x)`), "evaluated" (an argument of a function
+    named for evaluation: `validate(loader, model)`) or "passed" (anything else: an argument,
     an operand). `up`: the walk's entry of the node's parent (node, its parent's entry, ...)."""
     chain: list[cst.CSTNode] = []  # parent first, a few levels up
     while up is not None and len(chain) < 8:
@@ -501,7 +521,10 @@ def _use(node: cst.CSTNode, up) -> str:
     if i + 1 < len(chain) and isinstance(chain[i], cst.Attribute) and \
             chain[i].attr.value in _NOT_RUNNING and isinstance(chain[i + 1], cst.Call):
         return "inert"
-    if isinstance(parent, cst.Arg) and len(chain) > 1 and isinstance(chain[1], cst.Call) \
-            and last_name(chain[1].func) in _HARMLESS:
+    callee = last_name(chain[1].func) if isinstance(parent, cst.Arg) and len(chain) > 1 \
+        and isinstance(chain[1], cst.Call) else None
+    if callee in _HARMLESS:
         return "inert"
+    if callee is not None and _EVALUATES.match(callee):
+        return "evaluated"
     return "passed"

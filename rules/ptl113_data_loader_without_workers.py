@@ -1,10 +1,15 @@
 """PTL113 data-loader-without-workers."""
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
-from ptlint.fixers.arguments import argument
+from ptlint.fixers.arguments import argument, keyword
 from ptlint.rules._loaders import Loader, LoaderRule
+
+# a tensor put on a device: `.cuda(...)`, `device=` other than the CPU, `.to(..device..)`
+_ON_DEVICE = re.compile(r"\.cuda\(|\bdevice\s*=\s*(?![\"']cpu)|\.to\([^)]*\b(?:device|cuda|gpu)")
 
 
 class DataLoaderWithoutWorkers(LoaderRule):
@@ -31,6 +36,10 @@ class DataLoaderWithoutWorkers(LoaderRule):
       memory costs less than passing the batch from a worker process;
     - the whole dataset in one batch (`batch_size=len(dataset)`,
       `x.shape[0]`, `x.size(0)`);
+    - a loader whose `collate_fn` (a lambda or a function of the file, or a
+      function of the file that it calls) builds the batch on a device
+      (`.cuda()`, `device=`, `.to(device)`): CUDA cannot be used in forked
+      worker processes, so that loader must load in the main process;
     - test code (test files, and `test*` functions and `Test*` classes in a
       file that uses pytest or unittest).
 
@@ -71,10 +80,32 @@ class DataLoaderWithoutWorkers(LoaderRule):
     tags = ("performance",)
     requires_text = ("DataLoader",)
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.definitions: dict[str, list[cst.FunctionDef]] = {}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        super().visit_FunctionDef(node)
+        self.definitions.setdefault(node.name.value, []).append(node)
+
+    def _collates_on_device(self, call: cst.Call) -> bool:
+        """A `collate_fn` (a lambda or a function of the file, or one it calls) that
+        puts the batch on a device: worker processes could not run it."""
+        collate = keyword(call, "collate_fn")
+        if collate is None:
+            return False
+        functions = [collate.value] if isinstance(collate.value, cst.Lambda) else \
+            self.definitions.get(getattr(collate.value, "value", ""), [])
+        code = "".join(cst.Module([]).code_for_node(f) for f in functions)
+        called = {m.group(1) for m in re.finditer(r"\b(\w+)\(", code)} & self.definitions.keys()
+        code += "".join(cst.Module([]).code_for_node(f) for name in called
+                        for f in self.definitions[name])
+        return bool(_ON_DEVICE.search(code))
+
     def check(self, loader: Loader) -> None:
         node = loader.call
         if (loader.in_test or loader.tensor_dataset or any(a.star for a in node.args)
-                or self.skipped(loader)):
+                or self.skipped(loader) or self._collates_on_device(node)):
             return
         workers = argument(node, "num_workers", 5)
         if workers is None:

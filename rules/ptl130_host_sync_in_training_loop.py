@@ -14,14 +14,16 @@ from ptlint.rule import Rule, code_matches
 _BUILTINS = {"builtins.print": "print", "builtins.float": "float", "builtins.int": "int",
              "builtins.bool": "bool"}
 _DEVICE_HINT = re.compile(r"cuda|\bdevice\b|accelerator|\bfabric\b")
+_SEEDING = re.compile(r"\bcuda\.manual_seed(?:_all)?\b")  # seeds the GPU if any, uses none
 _PARTIAL_LOSS = re.compile(r"loss", re.I)  # `d_real_loss`, `loss_G`, `losses`
 _NOT_A_LOSS = re.compile(r"weight|scale|fn|func|mask|factor|coef|config|type|lambda", re.I)
 
 
 def _mentions_device(code: str) -> bool:
     """Whether the code, not its comments, mentions cuda, a device or an accelerator
-    (`# model.cuda()  # uncomment for the GPU` runs on the CPU)."""
-    return code_matches(_DEVICE_HINT, code)
+    (`# model.cuda()  # uncomment for the GPU` runs on the CPU), other than to seed
+    it (`torch.cuda.manual_seed_all(0)`)."""
+    return code_matches(_DEVICE_HINT, _SEEDING.sub("seed", code))
 
 
 def _has_sync_inside(node: cst.BaseExpression) -> bool:
@@ -78,7 +80,7 @@ class HostSyncInTrainingLoop(Rule):
     to the device is not an output. A call of a helper defined in the same
     file that runs the backward pass or the step counts as one. Files whose
     code (comments aside) never mentions `cuda`, a `device` or an
-    accelerator, and trainer classes that do not (when the file's top-level
+    accelerator but to seed it (`torch.cuda.manual_seed_all(0)`), and trainer classes that do not (when the file's top-level
     code does not either), are skipped: on the CPU these calls are cheap.
 
     ## Why is this bad?

@@ -109,6 +109,25 @@ def test_ptl102_silent_for_an_evaluation_script_only(cli, tmp_path):
         "both.py", "train.py"]
 
 
+def test_ptl102_a_script_that_only_hands_the_model_to_evaluation_functions(cli, tmp_path):
+    script = """\
+    import torch
+    import torch.optim  # imported, never used: the file trains nothing itself
+    from engine import {callee}
+
+    def main(cfg, loader):
+        model = torch.nn.DataParallel(build(cfg)).cuda()
+        # define loss function (criterion) and optimizer
+        {callee}(cfg, loader, model)
+    """
+    for callee in ("validate", "evaluate_accuracy", "test_epoch", "train", "fit", "run"):
+        write(tmp_path / f"{callee}.py", script.format(callee=callee))
+    proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
+    # a function named for training, or any other, may train the model it is given
+    assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
+        "fit.py", "run.py", "train.py"]
+
+
 SAMPLES = """\
     import torch
     import torch.nn as nn
@@ -177,10 +196,14 @@ CPU_LOOP = """\
     """
 
 
-def test_ptl130_a_device_named_only_in_a_comment_is_no_device(cli, tmp_path):
+def test_ptl130_a_device_named_only_in_a_comment_or_seeded_is_no_device(cli, tmp_path):
     write(tmp_path / "cpu.py", CPU_LOOP)
     write(tmp_path / "gpu.py", CPU_LOOP.replace("model = torch.nn.Linear(2, 1)",
                                                 "model = torch.nn.Linear(2, 1).cuda()"))
+    # seeding the GPU's generators (as a seed helper does, GPU or not) uses no GPU
+    write(tmp_path / "seeded.py", CPU_LOOP.replace(
+        "model = torch.nn.Linear(2, 1)",
+        "torch.cuda.manual_seed_all(0); torch.cuda.manual_seed(0); model = torch.nn.Linear(2, 1)"))
     proc = cli(".", "--select", "PTL130", "--output-format", "json", cwd=tmp_path)
     assert [(f["filename"].rsplit("/", 1)[-1], f["location"]["line"])
             for f in json.loads(proc.stdout)] == [("gpu.py", 11)]
