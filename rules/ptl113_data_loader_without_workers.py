@@ -94,8 +94,9 @@ class DataLoaderWithoutWorkers(LoaderRule):
         collate = keyword(call, "collate_fn")
         if collate is None:
             return False
-        functions = [collate.value] if isinstance(collate.value, cst.Lambda) else \
-            self.definitions.get(getattr(collate.value, "value", ""), [])
+        value = collate.value
+        functions = [value] if isinstance(value, cst.Lambda) else \
+            self.definitions.get(value.value, []) if isinstance(value, cst.Name) else []
         code = "".join(cst.Module([]).code_for_node(f) for f in functions)
         called = {m.group(1) for m in re.finditer(r"\b(\w+)\(", code)} & self.definitions.keys()
         code += "".join(cst.Module([]).code_for_node(f) for name in called
