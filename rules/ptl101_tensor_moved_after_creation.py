@@ -378,10 +378,12 @@ class TensorMovedAfterCreation(Rule):
         then moved together (`a = torch.zeros(n)`, `b = torch.ones(n)`, then `a =
         a.cuda()`, `b = b.cuda()`, or both in one `if c:`). Reported without a fix
         (the move may be conditional)."""
+        all_moves = [_moves(statement) for statement in body]
+        if not any(all_moves):
+            return
         created: dict[str, Chain] = {}  # the names the statements just above create
         moving = False  # the statement before moved some of them
-        for statement in body:
-            moves = _moves(statement)
+        for statement, moves in zip(body, all_moves):
             if moves:
                 for name, move in moves:
                     if created.pop(name, None) is not None and self._move(
