@@ -733,3 +733,27 @@ def test_an_edited_rule_is_not_answered_from_the_cache(tmp_path):
     rule.write_text("CODE = 22\n")  # a developer edits the rule in a source checkout
     assert code_stamp([str(rules)]) != before
     assert code_stamp() != code_stamp([str(rules)])  # the installed code is stamped by default
+
+
+def test_a_tokenizer_that_fails_with_a_system_error_is_a_syntax_error(monkeypatch):
+    """CPython 3.13.0's tokenizer raises SystemError ("returned a result with an
+    exception set") on a null byte instead of SyntaxError: the file is still
+    reported as PTL000, not as an internal error."""
+    import tokenize
+
+    from ptlint.config import Settings, validate
+    from ptlint.engine.lint import lint_text
+    from ptlint.rule import code_matches
+
+    def failing(readline):
+        yield from ()
+        raise SystemError("<built-in method __new__> returned a result with an exception set")
+
+    monkeypatch.setattr(tokenize, "generate_tokens", failing)
+    settings = Settings(select=["ALL"])
+    validate(settings)
+    text = "import torch\nx = torch.zeros(3).cuda()  # noqa: PTL101\ny = 1 +\0 2\n"
+    result = lint_text(text, "x.py", settings)
+    assert result.errors == []
+    assert [(f.code, f.span.start.line) for f in result.findings] == [("PTL000", 3)]
+    assert code_matches(re.compile("cuda"), "x.cuda()  # cuda")  # cannot tell comments apart

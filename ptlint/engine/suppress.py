@@ -95,8 +95,8 @@ def _tokens(text: str) -> Iterable[tokenize.TokenInfo]:
     for Python and the positions of findings."""
     try:
         yield from tokenize.generate_tokens(io.StringIO(text, newline=None).readline)
-    except (tokenize.TokenError, SyntaxError, ValueError, RecursionError):
-        return
+    except (tokenize.TokenError, SyntaxError, ValueError, RecursionError, SystemError):
+        return  # SystemError: CPython 3.13.0's tokenizer on a null byte
 
 
 @dataclass

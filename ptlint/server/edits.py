@@ -97,7 +97,7 @@ def _in_string(text: str, line: int) -> bool:
                 return False
             if tok.type == tokenize.STRING and tok.start[0] <= line < tok.end[0]:
                 return True
-    except (tokenize.TokenError, SyntaxError, IndentationError):
+    except (tokenize.TokenError, SyntaxError, SystemError):  # SystemError: CPython 3.13.0
         return True  # cannot tell: do not risk it
     return False
 
