@@ -32,8 +32,7 @@ _HARMLESS = frozenset({"print", "len", "isinstance", "type", "id", "repr", "str"
 # functions named for evaluation: `validate(cfg, loader, model)`, `evaluate_accuracy(model)`
 _EVALUATES = re.compile(r"(?i)(val|valid|validate|validation|eval|evaluate|evaluation|test|"
                         r"infer|inference|predict)(_|$)")
-_TRAINS = ("backward", "optim", ".step(")  # in a file without these, nothing is trained
-_TRAINS_CODE = re.compile(r"backward|optim|\.step\(")
+_TRAINS = re.compile(r"backward|optim|\.step\(")  # in a file without these, nothing is trained
 _IMPORT_LINE = re.compile(r"(?m)^[ \t]*(?:import|from)[ \t].*$")
 _TRAIN_MODE = re.compile(r"\.train\((?!\s*(?:mode\s*=\s*)?False\s*\))")  # not `.train(False)`
 
@@ -334,8 +333,8 @@ class DataParallel(TracksTests, Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         # `import torch.optim` and a comment about the optimizer train nothing
-        trains = any(text in self.context.source for text in _TRAINS) and code_matches(
-            _TRAINS_CODE, _IMPORT_LINE.sub("", self.context.source))
+        trains = bool(_TRAINS.search(self.context.source)) and code_matches(
+            _TRAINS, _IMPORT_LINE.sub("", self.context.source))
         inference = set() if trains else self._inference_wraps()
         # an evaluation script: the model is put in eval mode and never trained
         evaluated = set() if trains or _TRAIN_MODE.search(self.context.source) else self.evaluated
@@ -403,7 +402,7 @@ class DataParallel(TracksTests, Rule):
                 (id(owner), target) in self.evaluated_in or id(wrap.call) in self.evaluated_wraps)):
             return False
         code = cst.Module([]).code_for_node(owner)
-        if any(text in code for text in _TRAINS) or _TRAIN_MODE.search(code):
+        if _TRAINS.search(code) or _TRAIN_MODE.search(code):
             return False
         uses = self._uses(owner, {target}, {id(wrap.replaced)})
         return not any(use == "alias" or returned and use != "called"
