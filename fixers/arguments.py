@@ -100,8 +100,9 @@ def without_keywords(call: cst.Call, *names: str) -> cst.Call:
         return call
     if not kept:
         return call.with_changes(args=[], whitespace_before_args=_closing(call))
-    if kept and kept[-1] is not call.args[-1]:
-        # the old last argument is gone: the new last one takes its trailing comma (or none)
+    if kept and kept[-1] is not call.args[-1] and not _commented(kept[-1]):
+        # the old last argument is gone: the new last one takes its trailing comma (or
+        # none); one whose line ends in a comment keeps its comma, and so the comment
         kept[-1] = kept[-1].with_changes(comma=call.args[-1].comma)
     return call.with_changes(args=kept)
 

@@ -45,6 +45,7 @@ RULES = {
     'PTL220': ('deprecated-amp-api', True),
     'PTL230': ('legacy-tensor-constructor', True),
     'PTL231': ('variable-wrapper', True),
+    'PTL232': ('legacy-loss-reduction', True),
     'PTL301': ('torch-load-without-weights-only', True),
     'PTL330': ('random-state-copied-to-workers', True),
     'PTL331': ('save-whole-module', True),

@@ -351,6 +351,11 @@ def test_without_keywords_keeps_a_comment_after_the_parenthesis():
     assert _printed(without_keywords(_call(code), "b")) == "f(  # note\n)"
 
 
+def test_without_keywords_keeps_a_comment_after_the_last_kept_argument():
+    code = "f(a, b,  # note\n  c=1, d=2)"
+    assert _printed(without_keywords(_call(code), "c", "d")) == "f(a, b,  # note\n  )"
+
+
 def test_with_keyword_keeps_the_closing_parenthesis_on_its_line():
     from ptlint.fixers.arguments import with_keyword
 
