@@ -22,7 +22,10 @@ Loaders are named by their variable (`loader`, `self.loader`), per function; a
 plain name bound to a second `DataLoader(...)` is a new loader from there on
 (uses after the rebinding are the new one's). A loader's dataset is a
 `TensorDataset` when it is built in place, bound to a variable, or comes
-through a parameter of a function every call of which in the file passes one.
+through a parameter of a function every call of which in the file passes one;
+it is held in memory like one when it is an instance of a class of the file
+whose `__getitem__` only indexes and converts attributes that its `__init__`
+did not build lazily (a hand-written `TensorDataset`; see `memory_class`).
 """
 from __future__ import annotations
 
@@ -44,6 +47,18 @@ _BATCH_SIZE_INDEX = 1
 _INSPECTING = frozenset({"iter", "next", "len", "print", "isinstance", "type", "id", "repr",
                          "str", "hasattr", "getattr"})
 _WRAPPING = frozenset({"enumerate", "zip", "tqdm", "trange", "iter"})
+# what a `__getitem__` of an in-memory dataset may call: conversions, views and
+# containers (anything else may read a file, decode or augment: workers help there)
+_CHEAP_CALLS = frozenset({
+    "len", "int", "float", "bool", "tuple", "list", "dict", "range", "zip", "min", "max",
+    "abs", "isinstance", "slice", "round", "long", "double", "half", "type", "view",
+    "reshape", "unsqueeze", "squeeze", "clone", "flip", "permute", "transpose", "t",
+    "contiguous", "astype", "copy", "tolist", "item", "numpy", "get", "detach", "to"})
+# libraries whose objects read from disk when indexed
+_LAZY_MODULES = frozenset({"h5py", "zarr", "lmdb", "tables", "webdataset", "datasets", "pyarrow"})
+# NumPy and torch functions that read files (any other is computation in memory)
+_READERS = frozenset({"load", "loadtxt", "genfromtxt", "fromfile", "memmap", "from_file",
+                      "read_image", "decode_image", "decode_jpeg", "read_file"})
 
 Key = tuple[int, str]  # (function id or 0, variable)
 
@@ -59,6 +74,7 @@ class Loader:
     one_batch: bool = False
     in_test: bool = False
     dataset_param: tuple[str, str, int] | None = None  # (function, parameter, position)
+    dataset_class: str | None = None  # `DataLoader(Cls(...))`, also through a variable
 
 
 @dataclass
@@ -167,8 +183,32 @@ class LoaderRule(TracksTests, Rule):
         self._defined: dict[str, int] = {}  # function name -> how many definitions
         # function name -> per call: {position or keyword: a TensorDataset is passed}
         self._calls: dict[str, list[dict[int | str, bool] | None]] = {}
+        self._instances: dict[Key, str] = {}  # variable -> the class of the file it holds
+        self.classes: dict[str, list[cst.ClassDef]] = {}  # the classes of the file
+        self._frames: list[cst.ClassDef | cst.FunctionDef] = []  # the enclosing definitions
+        self._not_in_memory: set[str] = set()  # classes whose methods may read on indexing
 
     # -- scopes --------------------------------------------------------------------
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        super().visit_ClassDef(node)
+        self.classes.setdefault(node.name.value, []).append(node)
+        self._frames.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        super().leave_ClassDef(original_node)
+        self._frames.pop()
+
+    def _method(self) -> tuple[str, str] | None:
+        """(class, method) when the walk is in a method of a class (or a function
+        nested in one)."""
+        for i in range(len(self._frames) - 1, -1, -1):
+            if isinstance(self._frames[i], cst.ClassDef):
+                if i + 1 < len(self._frames):
+                    method = self._frames[i + 1]
+                    return self._frames[i].name.value, method.name.value
+                return None
+        return None
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         super().visit_FunctionDef(node)
         params = node.params
@@ -176,12 +216,14 @@ class LoaderRule(TracksTests, Rule):
         names = {*positional, *(p.name.value for p in params.kwonly_params)}
         self._scopes.append((id(node), names))
         self._functions.append((node.name.value, positional))
+        self._frames.append(node)
         self._defined[node.name.value] = self._defined.get(node.name.value, 0) + 1
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         super().leave_FunctionDef(original_node)
         self._scopes.pop()
         self._functions.pop()
+        self._frames.pop()
 
     def key(self, name: str, *, binding: bool = False) -> Key:
         """Which function's `name` this is: the current one's if bound there;
@@ -228,6 +270,9 @@ class LoaderRule(TracksTests, Rule):
                 self._alias(name, node.value)
             if self._is_tensor_dataset(node.value):
                 self._tensor_datasets.add(self.key(name))
+            made = self._dataset_class(node.value)  # `Cls(...)`, `partial(Cls, ...)`
+            if made is not None:
+                self._instances[self.key(name)] = made
             if _in_memory(node.value, self.qualified_name, self._holds_in_memory):
                 self._in_memory.add(self.key(name))
             else:
@@ -316,6 +361,11 @@ class LoaderRule(TracksTests, Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        method = self._method() if self._frames else None
+        if method is not None:
+            fine = self._cheap(node) if method[1] == "__getitem__" else not self._lazy(node)
+            if not fine:
+                self._not_in_memory.add(method[0])
         if isinstance(func, cst.Attribute) and self._loops and self._moves_to_device(node):
             batch_root = root(func.value)
             for loop in self._loops:
@@ -388,7 +438,66 @@ class LoaderRule(TracksTests, Rule):
             self._loop_of.get(id(node)), self._index_batcher(dataset),
             dataset is not None and self._is_tensor_dataset(dataset.value),
             _one_batch(node), self.in_test,
-            self._dataset_param(dataset.value) if dataset is not None else None))
+            self._dataset_param(dataset.value) if dataset is not None else None,
+            self._dataset_class(dataset.value) if dataset is not None else None))
+
+    def _dataset_class(self, dataset: cst.BaseExpression) -> str | None:
+        """The class `Cls` of the file (by name) that `dataset` is made by: `Cls(...)`,
+        `make(...)` after `make = partial(Cls, ...)`, a variable bound to either."""
+        if isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name):
+            if self.qualified_name(dataset.func) == "functools.partial" and dataset.args:
+                made = dataset.args[0].value
+                return made.value if isinstance(made, cst.Name) else None
+            return self._instances.get(self.key(dataset.func.value), dataset.func.value)
+        name = dotted(dataset)
+        return self._instances.get(self.key(name)) if name is not None else None
+
+    def methods(self, class_name: str | None, name: str) -> list[cst.FunctionDef]:
+        """The methods `name` of the file's classes `class_name` (all definitions)."""
+        return [statement for cls in self.classes.get(class_name or "", ())
+                for statement in cls.body.body
+                if isinstance(statement, cst.FunctionDef) and statement.name.value == name]
+
+    def memory_class(self, class_name: str | None) -> bool:
+        """A class of the file (one definition) whose `__getitem__` calls only
+        conversions, views and torch or NumPy computation (`_cheap`), and whose
+        other methods call nothing that may build what reads on indexing
+        (`_lazy`: a dataset, an HDF5 or memory-mapped file): a hand-written
+        `TensorDataset`, whatever `__init__` read once. (Judged as the walk goes,
+        where the methods' own imports resolve.)"""
+        if len(self.classes.get(class_name or "", ())) != 1 or class_name in self._not_in_memory:
+            return False
+        return len(self.methods(class_name, "__getitem__")) == 1 and len(
+            self.methods(class_name, "__init__")) <= 1
+
+    def _cheap(self, call: cst.Call) -> bool:
+        """A conversion, a view or a container (`_CHEAP_CALLS`), or torch or NumPy
+        computation other than reading a file."""
+        func = call.func
+        qualified = (self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute))
+                     else None) or ""
+        module, _, function = qualified.partition(".")
+        if module in ("torch", "numpy"):
+            return (function.rpartition(".")[2] not in _READERS
+                    and not function.startswith("utils."))
+        if qualified:
+            return module == "builtins" and function in _CHEAP_CALLS
+        return isinstance(func, cst.Attribute) and func.attr.value in _CHEAP_CALLS
+
+    def _lazy(self, call: cst.Call) -> bool:
+        """In a method other than `__getitem__`: a call that may build something
+        that reads on indexing (a dataset, an HDF5 or memory-mapped file), or a
+        function of unknown origin (a local name)."""
+        func = call.func
+        if any(a.keyword is not None and a.keyword.value in ("mmap_mode", "mmap")
+               for a in call.args):
+            return True
+        qualified = (self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute))
+                     else None) or ""
+        if not qualified:
+            return isinstance(func, cst.Name)  # a local function (unknown); else a method
+        return "dataset" in qualified.lower() or qualified == "numpy.memmap" or \
+            qualified.partition(".")[0] in _LAZY_MODULES
 
     # -- verdicts ------------------------------------------------------------------------
     def how_used(self, loader: Loader) -> set[str]:
@@ -413,7 +522,8 @@ class LoaderRule(TracksTests, Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         for loader in self.loaders:
-            loader.tensor_dataset = loader.tensor_dataset or self._through_parameter(loader)
+            loader.tensor_dataset = (loader.tensor_dataset or self._through_parameter(loader)
+                                     or self.memory_class(loader.dataset_class))
             self.check(loader)
 
     def check(self, loader: Loader) -> None:

@@ -36,10 +36,17 @@ class DataLoaderWithoutWorkers(LoaderRule):
       memory costs less than passing the batch from a worker process;
     - the whole dataset in one batch (`batch_size=len(dataset)`,
       `x.shape[0]`, `x.size(0)`);
+    - a loader over an instance of a dataset class of the file that is a
+      `TensorDataset` written by hand (also made through `partial(Cls, ...)`):
+      its `__getitem__` only indexes attributes and converts or views them
+      (`self.x[i].float()`, torch or NumPy computation), and its other
+      methods build nothing that reads on indexing (a dataset, an HDF5 or
+      memory-mapped file, the result of a function of unknown origin);
     - a loader whose `collate_fn` (a lambda or a function of the file, or a
-      function of the file that it calls) builds the batch on a device
-      (`.cuda()`, `device=`, `.to(device)`): CUDA cannot be used in forked
-      worker processes, so that loader must load in the main process;
+      function of the file that it calls), or whose dataset class's
+      `__getitem__` (or a method of the class it calls), builds the batch on
+      a device (`.cuda()`, `device=`, `.to(device)`): CUDA cannot be used in
+      forked worker processes, so that loader must load in the main process;
     - test code (test files, and `test*` functions and `Test*` classes in a
       file that uses pytest or unittest).
 
@@ -88,25 +95,29 @@ class DataLoaderWithoutWorkers(LoaderRule):
         super().visit_FunctionDef(node)
         self.definitions.setdefault(node.name.value, []).append(node)
 
-    def _collates_on_device(self, call: cst.Call) -> bool:
-        """A `collate_fn` (a lambda or a function of the file, or one it calls) that
-        puts the batch on a device: worker processes could not run it."""
+    def _on_device(self, call: cst.Call, loader: Loader) -> bool:
+        """The batch is built on a device, which worker processes could not do: by a
+        `collate_fn` (a lambda or a function of the file, or one it calls) or by
+        the `__getitem__` of the dataset's class (or a method of it that it calls)."""
         collate = keyword(call, "collate_fn")
-        if collate is None:
-            return False
-        value = collate.value
-        functions = [value] if isinstance(value, cst.Lambda) else \
+        value = collate.value if collate is not None else None
+        functions: list[cst.CSTNode] = [value] if isinstance(value, cst.Lambda) else \
             self.definitions.get(value.value, []) if isinstance(value, cst.Name) else []
         code = "".join(cst.Module([]).code_for_node(f) for f in functions)
         called = {m.group(1) for m in re.finditer(r"\b(\w+)\(", code)} & self.definitions.keys()
         code += "".join(cst.Module([]).code_for_node(f) for name in called
                         for f in self.definitions[name])
+        getitem = self.methods(loader.dataset_class, "__getitem__")
+        code += "".join(cst.Module([]).code_for_node(f) for f in getitem)
+        for name in {m.group(1) for m in re.finditer(r"\bself\.(\w+)\(", code)}:
+            code += "".join(cst.Module([]).code_for_node(f)
+                            for f in self.methods(loader.dataset_class, name))
         return bool(_ON_DEVICE.search(code))
 
     def check(self, loader: Loader) -> None:
         node = loader.call
         if (loader.in_test or loader.tensor_dataset or any(a.star for a in node.args)
-                or self.skipped(loader) or self._collates_on_device(node)):
+                or self.skipped(loader) or self._on_device(node, loader)):
             return
         workers = argument(node, "num_workers", 5)
         if workers is None:
