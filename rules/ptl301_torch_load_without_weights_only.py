@@ -8,12 +8,13 @@ from ptlint.fixers.arguments import argument, keyword, with_keyword
 from ptlint.model import Safety
 from ptlint.rule import Rule
 from ptlint.rules._symbols import catches
+from ptlint.rules._tests import TracksTests
 
 _SAFE_DEFAULT = Version("2.6")  # torch.load defaults to weights_only=True from here on
 _TYPE_ERROR = frozenset({"TypeError"})
 
 
-class TorchLoadWithoutWeightsOnly(Rule):
+class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
     """
     ## What it does
     Flags `torch.load(...)` calls that unpickle arbitrary objects on the
@@ -29,7 +30,9 @@ class TorchLoadWithoutWeightsOnly(Rule):
     Calls that pass `**kwargs` (which may carry `weights_only`) and calls
     inside an `except TypeError:` handler (the usual fallback for torch
     versions older than 1.13, which do not know the argument) are not
-    flagged. `weights_only=` did not exist before torch 1.13, so the rule
+    flagged, nor is test code (test files, and `test*` functions and
+    `Test*` classes in a file that uses pytest or unittest): a test loads
+    files it wrote itself or the repository's own fixtures. `weights_only=` did not exist before torch 1.13, so the rule
     does not run for older targets.
 
     ## Why is this bad?
@@ -73,6 +76,7 @@ class TorchLoadWithoutWeightsOnly(Rule):
     security_severity = 8.0  # high: loading an untrusted file runs its code
     requires_text = ("load",)
     torch_versions = ">=1.13"
+    test_names_need_a_framework = True
 
     def __init__(self, context) -> None:
         super().__init__(context)
@@ -89,7 +93,7 @@ class TorchLoadWithoutWeightsOnly(Rule):
             self.fallbacks -= 1
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.fallbacks or isinstance(node.func, (cst.Call, cst.Subscript)):
+        if self.fallbacks or isinstance(node.func, (cst.Call, cst.Subscript)) or self.in_test:
             return
         if not self.is_name(node.func, "torch.load", "torch.serialization.load"):
             return
