@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from ptlint.analysis.walk import descendants
 from ptlint.fixers.arguments import argument, has_star_args, keyword, positional
 from ptlint.model import Safety
 from ptlint.rule import Rule
 from ptlint.rules._creation import (
-    FACTORIES, LEGACY, LIKE, NEW, RANDOM, Chain, device_string, is_cpu_string, literal_legacy,
-    named_like_device, on_device, unwind,
+    CASTS, FACTORIES, LEGACY, LIKE, NEW, RANDOM, VIEWS, Chain, device_string, is_cpu_string,
+    literal_legacy, named_like_device, on_device, unwind,
 )
 
 # `.to()`/`.cuda()` keywords that a factory has no use for once it creates on the device.
@@ -91,7 +92,11 @@ class TensorMovedAfterCreation(Rule):
       `t`'s device, so with `t` on the GPU nothing touches host memory;
     - a factory (with the same steps) assigned to a name that the next
       statement moves: `x = torch.zeros(n)` then `x = x.cuda()`, or
-      `if x.is_cuda: x = x.cuda()`; also several tensors created one after
+      `if x.is_cuda: x = x.cuda()`, or `x = x.long().to(device)` (casts and
+      views on the way); items set to a number in between (`x[0, 0] = 0`,
+      `x[:, 0] = math.inf`) do not count,
+      since setting them on the device is a small kernel where the move
+      copies the whole tensor; also several tensors created one after
       another and then moved together, by consecutive moves or in one `if`
       that only moves them (reported on the move, without a fix).
 
@@ -374,10 +379,11 @@ class TensorMovedAfterCreation(Rule):
 
     def _next_statement(self, body) -> None:
         """`x = torch.zeros(n)` and then `x = x.cuda()` (or `if c: x = x.cuda()`): the
-        move right after the creation, also of tensors created one after another and
-        then moved together (`a = torch.zeros(n)`, `b = torch.ones(n)`, then `a =
-        a.cuda()`, `b = b.cuda()`, or both in one `if c:`). Reported without a fix
-        (the move may be conditional)."""
+        move right after the creation (items set in between, `x[0] = 1`, and casts or
+        views in the move, `x = x.long().cuda()`, allowed), also of tensors created
+        one after another and then moved together (`a = torch.zeros(n)`, `b =
+        torch.ones(n)`, then `a = a.cuda()`, `b = b.cuda()`, or both in one `if c:`).
+        Reported without a fix (the move may be conditional)."""
         all_moves = [_moves(statement) for statement in body]
         if not any(all_moves):
             return
@@ -396,6 +402,8 @@ class TensorMovedAfterCreation(Rule):
             if moving:  # a new run of creations starts after the moves
                 created.clear()
                 moving = False
+            if _fills(statement, created):
+                continue
             assigned = _assignment(statement)
             chain = unwind(assigned[1], self.qualified_name) if assigned is not None else None
             if chain is None or not self._created_on_cpu(chain):
@@ -536,12 +544,34 @@ def _moves(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
 
 
 def _move_of(statement: cst.CSTNode) -> tuple[str, cst.Call] | None:
+    """`x = x.cuda()`, `x = x.to(device)`, also after casts and views of `x`
+    (`x = x.long().to(device)`)."""
     assigned = _assignment(statement)
     if assigned is None:
         return None
     name, value = assigned
-    if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value in ("cuda", "to") and isinstance(value.func.value, cst.Name)
-            and value.func.value.value == name):
-        return name, value
-    return None
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("cuda", "to")):
+        return None
+    moved = value.func.value
+    while (isinstance(moved, cst.Call) and isinstance(moved.func, cst.Attribute)
+           and (moved.func.attr.value in CASTS or moved.func.attr.value in VIEWS)):
+        moved = moved.func.value
+    return (name, value) if isinstance(moved, cst.Name) and moved.value == name else None
+
+
+def _fills(statement: cst.CSTNode, names: dict[str, Chain]) -> bool:
+    """`x[0, 0] = 0`: items of a tensor just created set to a number or a name
+    (`math.inf`), at an index without calls: the same on either device."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return False
+    small = statement.body[0]
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+        return False
+    target, value = small.targets[0].target, small.value
+    if isinstance(value, cst.UnaryOperation):
+        value = value.expression
+    return (isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name)
+            and target.value.value in names
+            and isinstance(value, (cst.Integer, cst.Float, cst.Name, cst.Attribute))
+            and not any(type(n) is cst.Call for n in descendants(target)))
