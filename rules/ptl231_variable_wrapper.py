@@ -4,7 +4,9 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.fixers.arguments import keyword, with_keyword
+from ptlint.analysis.names import dotted
 from ptlint.fixers.expressions import call_method
+from ptlint.fixers.statements import without_statement
 from ptlint.model import Safety
 from ptlint.rule import Rule
 
@@ -84,7 +86,10 @@ class VariableWrapper(Rule):
     The fix removes the wrapper: `Variable(x)` becomes `x`, and
     `Variable(x, requires_grad=True)` becomes `x.requires_grad_()` (or passes
     `requires_grad=True` to a torch factory that takes it). `volatile=` and
-    `requires_grad=False` are dropped.
+    `requires_grad=False` are dropped. A statement of its own that would be
+    left as `x = x` (`x = Variable(x)`, `self.h = Variable(self.h)`) is
+    removed, with the comments above it kept above the next statement
+    (not when it is alone in its block, or a comment follows it on its line).
 
     It is safe when `x` is a brand-new tensor that does not require grad: a
     torch factory call such as `torch.randn(...)`, `torch.from_numpy(...)`
@@ -107,13 +112,18 @@ class VariableWrapper(Rule):
     fix_title = "Use the tensor directly"
     fix_safety = Safety.UNSAFE
     requires_text = ("Variable",)
+    semantic = True  # where a statement that the fix leaves as `x = x` is
 
     def __init__(self, context) -> None:
         super().__init__(context)
         self.slots: set[int] = set()  # expressions that never need parentheses
+        self.rebinding: dict[int, tuple[str, cst.Assign]] = {}  # `x = Variable(x)`: the call
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self.slots.add(id(node.value))
+        target = dotted(node.targets[0].target) if len(node.targets) == 1 else None
+        if target is not None and isinstance(node.value, cst.Call):
+            self.rebinding[id(node.value)] = target, node
 
     def visit_Arg(self, node: cst.Arg) -> None:
         self.slots.add(id(node.value))
@@ -152,11 +162,22 @@ class VariableWrapper(Rule):
             args = () if isinstance(flag.value, cst.Name) and flag.value.value == "True" \
                 else (cst.Arg(flag.value),)
             new = call_method(_parenthesized(data), "requires_grad_", *args)
+        safety = Safety.SAFE if fresh else Safety.UNSAFE
+        rebinding = self.rebinding.get(id(node))
+        if rebinding is not None and not wants_grad and dotted(data) == rebinding[0]:
+            # `x = Variable(x)` would become `x = x`: the statement goes
+            found = self.model.site(rebinding[1]).alone(())
+            if found is not None and len(found[0].body) > 1 \
+                    and found[1].trailing_whitespace.comment is None:
+                block, line = found  # (a block of its own, or a comment after it: kept)
+                self.report(node, edits=[(block, without_statement(block, line))],
+                            safety=safety)
+                return
         if node.lpar:  # `(Variable(x))`: the parentheses belong to the call
             new = new.with_changes(lpar=node.lpar, rpar=node.rpar)
         elif not new.lpar and "\n" in _code(node):
             new = _keep_call_parentheses(node, new)
-        self.report(node, replacement=new, safety=Safety.SAFE if fresh else Safety.UNSAFE)
+        self.report(node, replacement=new, safety=safety)
 
     def _fresh(self, data: cst.BaseExpression) -> bool:
         """A new tensor that does not require grad and nothing else refers to."""

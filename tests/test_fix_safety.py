@@ -345,3 +345,28 @@ scaler = GradScaler(enabled=True)
     late = "from torch import FloatTensor\nx = FloatTensor([1.0, 2.0])\nimport torch\n"
     proc, text = _fix(tmp_path, late, "--torch-version", "2.4")
     assert text.index("import torch\n") < text.index("x = torch.tensor("), text
+
+
+REWRAPS = """\
+from torch.autograd import Variable
+
+
+def step(model, loader, h):
+    for x, y in loader:
+        # the batch
+        x = Variable(x)
+        out = model(x)
+        y = Variable(y)  # labels
+    if h is not None:
+        h = Variable(h)
+    return out, y, h
+"""
+
+
+def test_ptl231_removes_a_statement_its_fix_would_leave_as_x_equals_x(tmp_path):
+    proc, text = _fix(tmp_path, REWRAPS, "--select", "PTL231", "--unsafe-fixes")
+    assert proc.returncode == 0, proc.stdout
+    assert "        # the batch\n        out = model(x)\n" in text  # its comment stays
+    # kept where removing it would lose the comment after it, or empty its block
+    assert "        y = y  # labels\n" in text
+    assert "        h = h\n" in text
