@@ -1,6 +1,8 @@
 """PTL301 torch-load-without-weights-only."""
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 from packaging.version import Version
 
@@ -8,10 +10,11 @@ from ptlint.fixers.arguments import argument, keyword, with_keyword
 from ptlint.model import Safety
 from ptlint.rule import Rule
 from ptlint.rules._symbols import catches
-from ptlint.rules._tests import TracksTests
+from ptlint.rules._tests import TracksTests, uses_a_test_framework
 
 _SAFE_DEFAULT = Version("2.6")  # torch.load defaults to weights_only=True from here on
 _TYPE_ERROR = frozenset({"TypeError"})
+_TEST_FOLDER = re.compile(r"(^|/)tests?/")
 
 
 class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
@@ -30,9 +33,12 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
     Calls that pass `**kwargs` (which may carry `weights_only`) and calls
     inside an `except TypeError:` handler (the usual fallback for torch
     versions older than 1.13, which do not know the argument) are not
-    flagged, nor is test code (test files, and `test*` functions and
-    `Test*` classes in a file that uses pytest or unittest): a test loads
-    files it wrote itself or the repository's own fixtures. `weights_only=` did not exist before torch 1.13, so the rule
+    flagged, nor is test code (a file under a `test/` or `tests/` folder;
+    in a file that uses pytest or unittest, also a `test_*.py` file, a
+    `test*` function, a `Test*` class): a test loads files it wrote itself
+    or the repository's own fixtures. A `test_*.py` script elsewhere, without
+    a test framework, is an evaluation script that loads the checkpoint it
+    is given: reported. `weights_only=` did not exist before torch 1.13, so the rule
     does not run for older targets.
 
     ## Why is this bad?
@@ -84,6 +90,12 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
         version = context.torch_version
         self.safe_default = version is None or version >= _SAFE_DEFAULT
 
+    @property
+    def _tests(self) -> bool:
+        """In test code, as the docs say (not an evaluation script named `test_*.py`)."""
+        return self.in_test and (uses_a_test_framework(self.context.source)
+                                 or bool(_TEST_FOLDER.search(self.context.path.replace("\\", "/"))))
+
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         if catches(node, _TYPE_ERROR):
             self.fallbacks += 1
@@ -93,7 +105,7 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
             self.fallbacks -= 1
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.fallbacks or isinstance(node.func, (cst.Call, cst.Subscript)) or self.in_test:
+        if self.fallbacks or isinstance(node.func, (cst.Call, cst.Subscript)) or self._tests:
             return
         if not self.is_name(node.func, "torch.load", "torch.serialization.load"):
             return

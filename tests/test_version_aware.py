@@ -44,6 +44,19 @@ def test_torch_load_from_2_6_flags_only_explicit_false():
     assert [f.span.start.line for f in findings] == [6]
 
 
+def test_torch_load_is_silent_in_tests_not_in_evaluation_scripts_named_test():
+    settings = settings_for("PTL301", torch_version=Version("2.5"))
+    source = textwrap.dedent(LOAD)
+
+    def lines(path: str, text: str = source) -> list[int]:
+        return [f.span.start.line for f in lint_text(text, path, settings).findings]
+
+    assert lines("tests/test_io.py") == []  # a test folder
+    assert lines("test_io.py", "import pytest\n" + source) == []  # a framework
+    assert lines("test_disp.py") == [5, 6]  # an evaluation script: loads what it is given
+    assert lines("eval.py", source.replace("def restore", "def test_restore")) == [5, 6]
+
+
 def test_torch_load_rule_off_before_1_13():
     _, findings = _lint("PTL301", LOAD, "1.12")
     assert findings == []
