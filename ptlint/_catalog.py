@@ -46,6 +46,7 @@ RULES = {
     'PTL230': ('legacy-tensor-constructor', True),
     'PTL231': ('variable-wrapper', True),
     'PTL232': ('legacy-loss-reduction', True),
+    'PTL233': ('index-of-scalar-loss', True),
     'PTL301': ('torch-load-without-weights-only', True),
     'PTL330': ('random-state-copied-to-workers', True),
     'PTL331': ('save-whole-module', True),

@@ -1,0 +1,86 @@
+"""PTL233 index-of-scalar-loss."""
+from __future__ import annotations
+
+import libcst as cst
+
+from ptlint.analysis.dataflow import var
+from ptlint.analysis.training import LOSS
+from ptlint.fixers.expressions import call_method
+from ptlint.model import Safety
+from ptlint.rule import Rule
+
+
+class IndexOfScalarLoss(Rule):
+    """
+    ## What it does
+    Flags `loss.data[0]` (and `loss[0]`) where `loss` holds the value of a
+    loss function in that function: `loss = criterion(out, y)`,
+    `loss = F.nll_loss(...)`, `loss = nn.MSELoss()(a, b)`. A name with any
+    other binding in the function, and a loss computed with
+    `reduction="none"` or `reduce=False` there (one value per element), are
+    not flagged.
+
+    ## Why is this bad?
+    Before PyTorch 0.4 a loss was a one-element vector and `loss.data[0]`
+    read its value. Since 0.4 a loss is a 0-dim tensor, and since 0.5
+    indexing it raises `IndexError: invalid index of a 0-dim tensor. Use
+    tensor.item()`: the line cannot run on any torch that installs today.
+
+    ## Example
+    ```python
+    loss = criterion(model(x), y)
+    total += loss.data[0]
+    ```
+
+    Use instead:
+    ```python
+    loss = criterion(model(x), y)
+    total += loss.item()
+    ```
+
+    ## Fix safety
+    Unsafe: the fix writes `loss.item()`, which returns the value the line
+    meant on every torch, but where the loss is not a scalar after all (a
+    loss function of the project's own that returns a vector) `.item()`
+    raises instead of reading the first element.
+
+    ## References
+    - [PyTorch 0.4 migration guide: getting a Python number](https://pytorch.org/blog/pytorch-0_4_0-migration-guide/)
+    - [torch.Tensor.item](https://pytorch.org/docs/stable/generated/torch.Tensor.item.html)
+    """
+
+    code = "PTL233"
+    message = "A loss is a 0-dim tensor: indexing it raises `IndexError` (since torch 0.5); use `.item()`"
+    fix_title = "Use `.item()`"
+    fix_safety = Safety.UNSAFE
+    requires_text = ("[0]",)
+    semantic = True
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.indexed: list[tuple[cst.Subscript, cst.BaseExpression, object]] = []
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return
+        index = node.slice[0].slice.value
+        if not (isinstance(index, cst.Integer) and index.value == "0"):
+            return
+        value = node.value
+        if isinstance(value, cst.Attribute) and value.attr.value == "data":
+            value = value.value
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            self.indexed.append((node, value, self.model.site(node).ctx.function))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        # (what names hold is known once the whole file is walked)
+        for node, value, function in self.indexed:
+            if self.model.holds(var(value), function) == LOSS and not _per_element(function.node):
+                self.report(node, replacement=call_method(value, "item"))
+
+
+def _per_element(node: cst.CSTNode) -> bool:
+    """The function computes a loss per element somewhere: `reduction="none"`,
+    `reduce=False`."""
+    code = cst.Module([]).code_for_node(node)
+    return "none" in code and "reduction" in code or "reduce=False" in code
