@@ -69,6 +69,8 @@ DTYPES = frozenset({
 # no `expand`: its result cannot be written.
 VIEWS = frozenset({"unsqueeze", "squeeze", "view", "reshape", "flatten", "unflatten", "t",
                    "transpose", "permute", "contiguous", "repeat"})
+# `Variable(t)` (no `requires_grad=`): the tensor itself since torch 0.4
+VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 FILLS = frozenset({"fill_", "zero_", "triu", "tril", "triu_", "tril_", "fill_diagonal_"})
 FILL_FUNCTIONS = frozenset({"torch.triu", "torch.tril"})  # `torch.triu(torch.ones(n, n), 1)`
 # element-wise math over the whole tensor (`torch.exp(t)`, `t.sin()`): computed in the
@@ -185,6 +187,9 @@ def classify(call: cst.Call, resolve: Resolve) -> Op | None:
     if (isinstance(func, (cst.Name, cst.Attribute)) and call.args
             and call.args[0].keyword is None and resolve(func) in FILL_FUNCTIONS):
         return Op(call, "fill", function=True)
+    if (isinstance(func, (cst.Name, cst.Attribute)) and len(call.args) == 1
+            and call.args[0].keyword is None and resolve(func) in VARIABLE):
+        return Op(call, "view", function=True)  # `Variable(t)` is `t` since torch 0.4
     if not isinstance(func, cst.Attribute):
         return None
     method = func.attr.value

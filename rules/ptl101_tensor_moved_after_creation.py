@@ -78,8 +78,9 @@ class TensorMovedAfterCreation(Rule):
       with only `None`, `:` and `...`: `[None, :, :]`), `.repeat(...)`, an
       in-place fill (`.fill_(v)`, `.uniform_()`), element-wise math
       (`torch.exp(t)`, `t.sin()`, `.sqrt()`, `.log()`, ...) or arithmetic
-      with a number, a name or a `math` call (`+`, `-`, `*`, `/`, `//`, `%`)
-      sits between the factory and the move: `torch.zeros(n).long().to(device)`,
+      with a number, a name or a `math` call (`+`, `-`, `*`, `/`, `//`, `%`),
+      or a `Variable(...)` wrapper without `requires_grad=` (the tensor
+      itself since torch 0.4) sits between the factory and the move: `torch.zeros(n).long().to(device)`,
       `(torch.ones(n) * -1).to(device)`,
       `torch.exp(-math.log(p) * torch.arange(h) / h).to(t.device)`;
     - a legacy constructor with literal data or sizes, or `range(...)` data
@@ -93,7 +94,8 @@ class TensorMovedAfterCreation(Rule):
     - a factory (with the same steps) assigned to a name that the next
       statement moves: `x = torch.zeros(n)` then `x = x.cuda()`, or
       `if x.is_cuda: x = x.cuda()`, or `x = x.long().to(device)` (casts and
-      views on the way); items set to a number in between (`x[0, 0] = 0`,
+      views on the way), also in a tuple (`x, z = x.cuda(), z.cuda()`);
+      items set to a number in between (`x[0, 0] = 0`,
       `x[:, 0] = math.inf`) do not count,
       since setting them on the device is a small kernel where the move
       copies the whole tensor; also several tensors created one after
@@ -538,26 +540,42 @@ def _moves(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
         lines = block.body if isinstance(block, cst.IndentedBlock) \
             else [cst.SimpleStatementLine(body=block.body)]
         moves = [_move_of(line) for line in lines]
-        return [m for m in moves if m is not None] if all(moves) else []
-    move = _move_of(statement)
-    return [move] if move is not None else []
+        return [m for line_moves in moves for m in line_moves] if all(moves) else []
+    return _move_of(statement)
 
 
-def _move_of(statement: cst.CSTNode) -> tuple[str, cst.Call] | None:
+def _move_of(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
     """`x = x.cuda()`, `x = x.to(device)`, also after casts and views of `x`
-    (`x = x.long().to(device)`)."""
-    assigned = _assignment(statement)
-    if assigned is None:
-        return None
-    name, value = assigned
-    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value in ("cuda", "to")):
+    (`x = x.long().to(device)`), and several at once (`x, z = x.cuda(),
+    z.cuda()`); [] for anything else."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return []
+    small = statement.body[0]
+    if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+        return []
+    target, value = small.targets[0].target, small.value
+    if isinstance(target, cst.Name):
+        pairs = [(target, value)]
+    elif (isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple)
+          and len(target.elements) == len(value.elements)):
+        pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
+    else:
+        return []
+    moves = [_moved(name, value) for name, value in pairs]
+    return moves if all(moves) else []  # type: ignore[return-value]
+
+
+def _moved(target: cst.BaseExpression, value: cst.BaseExpression) -> tuple[str, cst.Call] | None:
+    """(name, move) when `value` moves the name `target` (through casts and views)."""
+    if not (isinstance(target, cst.Name) and isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("cuda", "to")):
         return None
     moved = value.func.value
     while (isinstance(moved, cst.Call) and isinstance(moved.func, cst.Attribute)
            and (moved.func.attr.value in CASTS or moved.func.attr.value in VIEWS)):
         moved = moved.func.value
-    return (name, value) if isinstance(moved, cst.Name) and moved.value == name else None
+    return (target.value, value) if isinstance(moved, cst.Name) and moved.value == target.value \
+        else None
 
 
 def _fills(statement: cst.CSTNode, names: dict[str, Chain]) -> bool:
