@@ -15,7 +15,8 @@ class IndexOfScalarLoss(Rule):
     ## What it does
     Flags `loss.data[0]` (and `loss[0]`) where `loss` holds the value of a
     loss function in that function: `loss = criterion(out, y)`,
-    `loss = F.nll_loss(...)`, `loss = nn.MSELoss()(a, b)`. A name with any
+    `loss = F.nll_loss(...)`, `loss = nn.MSELoss()(a, b)`; also a loss
+    function's call indexed in place (`F.nll_loss(out, y).data[0]`). A name with any
     other binding in the function, and a loss computed with
     `reduction="none"` or `reduce=False` there (one value per element), are
     not flagged.
@@ -69,13 +70,15 @@ class IndexOfScalarLoss(Rule):
         value = node.value
         if isinstance(value, cst.Attribute) and value.attr.value == "data":
             value = value.value
-        if isinstance(value, (cst.Name, cst.Attribute)):
+        if isinstance(value, (cst.Name, cst.Attribute, cst.Call)):
             self.indexed.append((node, value, self.model.site(node).ctx.function))
 
     def leave_Module(self, original_node: cst.Module) -> None:
         # (what names hold is known once the whole file is walked)
         for node, value, function in self.indexed:
-            if self.model.holds(var(value), function) == LOSS and not _per_element(function.node):
+            loss = self.model.bindings.is_loss_call(value, function) if isinstance(
+                value, cst.Call) else self.model.holds(var(value), function) == LOSS
+            if loss and not _per_element(function.node):
                 self.report(node, replacement=call_method(value, "item"))
 
 
