@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import var
+from ptlint.analysis.dataflow import last_name, var
 from ptlint.analysis.training import LOSS
 from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
@@ -13,12 +13,13 @@ from ptlint.rule import Rule
 class IndexOfScalarLoss(Rule):
     """
     ## What it does
-    Flags `loss.data[0]` (and `loss[0]`) where `loss` holds the value of a
-    loss function in that function: `loss = criterion(out, y)`,
-    `loss = F.nll_loss(...)`, `loss = nn.MSELoss()(a, b)`; also a loss
-    function's call indexed in place (`F.nll_loss(out, y).data[0]`). A name with any
-    other binding in the function, and a loss computed with
-    `reduction="none"` or `reduce=False` there (one value per element), are
+    Flags `x.data[0]` (and `loss[0]`, on a name that says it is a loss)
+    where `x` holds the value of a loss function in that function:
+    `loss = criterion(out, y)`, `loss = F.nll_loss(...)`,
+    `loss = nn.MSELoss()(a, b)`; also a loss function's call indexed in
+    place (`F.nll_loss(out, y).data[0]`). A name with any other binding in
+    the function, and a loss computed with `reduction="none"` or
+    `reduce=False` there (one value per element), are
     not flagged.
 
     ## Why is this bad?
@@ -54,7 +55,7 @@ class IndexOfScalarLoss(Rule):
     message = "A loss is a 0-dim tensor: indexing it raises `IndexError` (since torch 0.5); use `.item()`"
     fix_title = "Use `.item()`"
     fix_safety = Safety.UNSAFE
-    requires_text = ("[0]",)
+    requires_text = ("data[0]", "oss[0]")  # `loss.data[0]`, `loss[0]`
     semantic = True
 
     def __init__(self, context) -> None:
@@ -69,7 +70,9 @@ class IndexOfScalarLoss(Rule):
             return
         value = node.value
         if isinstance(value, cst.Attribute) and value.attr.value == "data":
-            value = value.value
+            value = value.value  # `x.data[0]`: the legacy idiom, whatever `x` is called
+        elif "loss" not in last_name(value).lower():
+            return  # `x[0]`: only a name that says it is a loss (the rest are many)
         if isinstance(value, (cst.Name, cst.Attribute, cst.Call)):
             self.indexed.append((node, value, self.model.site(node).ctx.function))
 
