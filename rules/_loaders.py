@@ -24,8 +24,8 @@ plain name bound to a second `DataLoader(...)` is a new loader from there on
 `TensorDataset` when it is built in place, bound to a variable, or comes
 through a parameter of a function every call of which in the file passes one;
 it is held in memory like one when it is an instance of a class of the file
-whose `__getitem__` only indexes and converts attributes that its `__init__`
-did not build lazily (a hand-written `TensorDataset`; see `memory_class`).
+whose `__getitem__` only indexes and converts attributes that no other method
+built lazily (a hand-written `TensorDataset`; see `memory_class`).
 """
 from __future__ import annotations
 
@@ -362,7 +362,7 @@ class LoaderRule(TracksTests, Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         method = self._method() if self._frames else None
-        if method is not None:
+        if method is not None and method[0] not in self._not_in_memory:
             fine = self._cheap(node) if method[1] == "__getitem__" else not self._lazy(node)
             if not fine:
                 self._not_in_memory.add(method[0])
