@@ -26,11 +26,19 @@ _FUNCTIONS = {
     "multilabel_soft_margin_loss": (3, 4), "nll_loss": (3, 5), "poisson_nll_loss": (4, 6),
     "smooth_l1_loss": (2, 3), "soft_margin_loss": (2, 3), "triplet_margin_loss": (7, 8),
 }
-_LOSSES = {
-    **{f"{prefix}.{name}": at for name, at in _MODULES.items()
-       for prefix in ("torch.nn", "torch.nn.modules.loss")},
-    **{f"torch.nn.functional.{name}": at for name, at in _FUNCTIONS.items()},
+# and the losses that take `reduction=` only
+_REDUCTION_ONLY = {"HuberLoss": None, "GaussianNLLLoss": None, "huber_loss": None,
+                   "gaussian_nll_loss": None}
+_LOSSES: dict[str, tuple[int, int] | None] = {
+    **{f"{prefix}.{name}": at for name, at in {**_MODULES, **_REDUCTION_ONLY}.items()
+       if name[0].isupper() for prefix in ("torch.nn", "torch.nn.modules.loss")},
+    **{f"torch.nn.functional.{name}": at for name, at in {**_FUNCTIONS, **_REDUCTION_ONLY}.items()
+       if name[0].islower()},
 }
+# losses that reject "elementwise_mean" (a ValueError) where the others warn and average
+_REJECT_ELEMENTWISE_MEAN = frozenset({
+    "MultiLabelSoftMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss",
+    "multilabel_soft_margin_loss", "poisson_nll_loss", "gaussian_nll_loss"})
 _LITERALS = {"True": True, "False": False, "None": None}
 
 
@@ -40,7 +48,8 @@ class LegacyLossReduction(Rule):
     Flags a loss (`nn.CrossEntropyLoss(...)`, `F.nll_loss(...)` and the
     other losses of `torch.nn` and `torch.nn.functional`) given
     `size_average=` or `reduce=`, by keyword or by position. A literal
-    `None` (the default) is not flagged.
+    `None` (the default) is not flagged. Also `reduction="elementwise_mean"`,
+    the name `"mean"` had before PyTorch 1.0.
 
     ## Why is this bad?
     Both arguments were replaced by `reduction=` in PyTorch 0.4.1; every
@@ -69,6 +78,10 @@ class LegacyLossReduction(Rule):
     path. `kl_div` then warns that `"mean"` is not `"batchmean"` where it
     warned about `size_average` before. Other calls (a variable, legacy
     arguments by position, `**kwargs`) are reported without a fix.
+    `"elementwise_mean"` becomes `"mean"`: the same loss, bit for bit, where
+    torch accepts it (with a warning); unsafe for the three losses that reject
+    it with a `ValueError` (`MultiLabelSoftMarginLoss`, `PoissonNLLLoss`,
+    `GaussianNLLLoss` and their functions), whose call then runs.
 
     ## References
     - [torch.nn loss functions](https://pytorch.org/docs/stable/nn.html#loss-functions)
@@ -78,21 +91,24 @@ class LegacyLossReduction(Rule):
     message = "`size_average=`/`reduce=` are deprecated: use `reduction=`"
     fix_title = "Pass `reduction=` instead"
     fix_safety = Safety.SAFE
-    requires_text = ("size_average", "reduce")
+    requires_text = ("size_average", "reduce", "elementwise_mean")
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not isinstance(func, (cst.Name, cst.Attribute)):
             return
-        if isinstance(func, cst.Attribute) and (
-                func.attr.value not in _MODULES and func.attr.value not in _FUNCTIONS):
+        if isinstance(func, cst.Attribute) and not any(
+                func.attr.value in names for names in (_MODULES, _FUNCTIONS, _REDUCTION_ONLY)):
             return
-        at = _LOSSES.get(self.qualified_name(func) or "")
-        if at is None:
+        qualified = self.qualified_name(func) or ""
+        if qualified not in _LOSSES:
             return
-        legacy = [argument(node, "size_average", at[0]), argument(node, "reduce", at[1])]
+        at = _LOSSES[qualified]
+        legacy = [argument(node, "size_average", at[0]), argument(node, "reduce", at[1])] \
+            if at is not None else []
         if all(arg is None or _literal(arg) is None for arg in legacy):
-            return  # not given, or the default `None`
+            self._elementwise_mean(node, qualified)  # not given, or the default `None`
+            return
         reduction = _reduction(*legacy)
         if reduction is None or has_star_args(node) or any(
                 arg is not None and arg.keyword is None for arg in legacy):
@@ -105,6 +121,20 @@ class LegacyLossReduction(Rule):
             new = without_keywords(new, "reduction")  # the legacy pair overrode it
         self.report(node, message=f'`size_average=`/`reduce=` are deprecated: use '
                                   f'`reduction="{reduction}"`', replacement=new)
+
+
+    def _elementwise_mean(self, node: cst.Call, qualified: str) -> None:
+        """`reduction="elementwise_mean"`, the name "mean" had before PyTorch 1.0."""
+        given = argument(node, "reduction")
+        value = given.value if given is not None else None
+        if not (isinstance(value, cst.SimpleString) and value.evaluated_value == "elementwise_mean"):
+            return
+        quote = value.value[-1]
+        safety = Safety.UNSAFE if qualified.rpartition(".")[2] in _REJECT_ELEMENTWISE_MEAN \
+            else Safety.SAFE
+        self.report(node, message='`reduction="elementwise_mean"` is deprecated: use '
+                                  '`reduction="mean"`', safety=safety,
+                    replacement=with_keyword(node, "reduction", f"{quote}mean{quote}"))
 
 
 def _literal(arg: cst.Arg) -> bool | None | str:
