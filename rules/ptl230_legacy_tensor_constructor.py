@@ -16,6 +16,9 @@ for _name, _dtype in LEGACY_DTYPES.items():
         _LEGACY[f"torch.cuda.{_name}"] = (_dtype and f"torch.{_dtype}", '"cuda"')
 
 _IMPORTS = ("import torch",)
+# `torch.sparse.FloatTensor(indices, values, size)` and the others: a COO tensor
+_SPARSE = frozenset(f"torch.{device}sparse.{name}" for device in ("", "cuda.")
+                    for name in LEGACY_DTYPES if name != "Tensor")
 
 
 def _keywords_for(dtype: str | None, device: str | None) -> dict[str, str]:
@@ -38,7 +41,9 @@ class LegacyTensorConstructor(Rule):
     `torch.Tensor(...)`, `torch.FloatTensor(...)`, `torch.LongTensor(...)`
     and the other `torch.*Tensor` / `torch.cuda.*Tensor` types, including
     through a local alias such as
-    `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`.
+    `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`, and the
+    legacy sparse types (`torch.sparse.FloatTensor(indices, values, size)`,
+    deprecated: use `torch.sparse_coo_tensor`; reported without a fix).
     Type checks (`isinstance(x, torch.Tensor)`), annotations and subclasses
     are not calls and stay silent.
 
@@ -143,6 +148,10 @@ class LegacyTensorConstructor(Rule):
             self.default_device = True
         elif qualified in _LEGACY:
             self._check(node, qualified)
+        elif qualified in _SPARSE:
+            self.report(node, message=f"Legacy sparse constructor `{qualified}(...)` is "
+                                      "deprecated: use `torch.sparse_coo_tensor(indices, "
+                                      "values, size)`")
         elif isinstance(func, cst.Name) and qualified is None and func.value in self.aliases:
             self.report(node, message=f"Legacy tensor constructor `{func.value}(...)` "
                                       f"(`{self.aliases[func.value]}`): its meaning depends on "
