@@ -5,12 +5,18 @@ import re
 
 import libcst as cst
 
-_TEST_FILE = re.compile(r"(^|/)(tests?/.*|test_[^/]*|[^/]*_test|conftest)\.py$")
+_TEST_FOLDER = r"(^|/)tests?/"
+_TEST_FILE = re.compile(_TEST_FOLDER + r".*\.py$|(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
 
 
 def is_test_file(path: str) -> bool:
     """`test_*.py`, `*_test.py`, `conftest.py`, or any file under `test/` or `tests/`."""
     return bool(_TEST_FILE.search(path.replace("\\", "/")))
+
+
+def in_test_folder(path: str) -> bool:
+    """Any file under a `test/` or `tests/` folder."""
+    return bool(re.search(_TEST_FOLDER, path.replace("\\", "/")))
 
 
 def _is_test(node: cst.CSTNode) -> bool:

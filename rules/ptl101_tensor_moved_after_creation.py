@@ -520,15 +520,22 @@ class TensorMovedAfterCreation(Rule):
         return named_like_device(node)
 
 
-def _assignment(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
-    """`name = value` as a statement of its own."""
+def _target_and_value(statement: cst.CSTNode) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """(target, value) of `target = value` as a statement of its own."""
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
         return None
     small = statement.body[0]
-    if (isinstance(small, cst.Assign) and len(small.targets) == 1
-            and isinstance(small.targets[0].target, cst.Name)):
-        return small.targets[0].target.value, small.value
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        return small.targets[0].target, small.value
     return None
+
+
+def _assignment(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
+    """`name = value` as a statement of its own."""
+    assigned = _target_and_value(statement)
+    if assigned is None or not isinstance(assigned[0], cst.Name):
+        return None
+    return assigned[0].value, assigned[1]
 
 
 def _moves(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
@@ -548,12 +555,10 @@ def _move_of(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
     """`x = x.cuda()`, `x = x.to(device)`, also after casts and views of `x`
     (`x = x.long().to(device)`), and several at once (`x, z = x.cuda(),
     z.cuda()`); [] for anything else."""
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+    assigned = _target_and_value(statement)
+    if assigned is None:
         return []
-    small = statement.body[0]
-    if not isinstance(small, cst.Assign) or len(small.targets) != 1:
-        return []
-    target, value = small.targets[0].target, small.value
+    target, value = assigned
     if isinstance(target, cst.Name):
         pairs = [(target, value)]
     elif (isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple)
@@ -581,12 +586,10 @@ def _moved(target: cst.BaseExpression, value: cst.BaseExpression) -> tuple[str, 
 def _fills(statement: cst.CSTNode, names: dict[str, Chain]) -> bool:
     """`x[0, 0] = 0`: items of a tensor just created set to a number or a name
     (`math.inf`), at an index without calls: the same on either device."""
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+    assigned = _target_and_value(statement)
+    if assigned is None:
         return False
-    small = statement.body[0]
-    if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
-        return False
-    target, value = small.targets[0].target, small.value
+    target, value = assigned
     if isinstance(value, cst.UnaryOperation):
         value = value.expression
     return (isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name)

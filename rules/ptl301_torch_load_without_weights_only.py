@@ -1,8 +1,6 @@
 """PTL301 torch-load-without-weights-only."""
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 from packaging.version import Version
 
@@ -10,11 +8,10 @@ from ptlint.fixers.arguments import argument, keyword, with_keyword
 from ptlint.model import Safety
 from ptlint.rule import Rule
 from ptlint.rules._symbols import catches
-from ptlint.rules._tests import TracksTests, uses_a_test_framework
+from ptlint.rules._tests import TracksTests, in_test_folder, uses_a_test_framework
 
 _SAFE_DEFAULT = Version("2.6")  # torch.load defaults to weights_only=True from here on
 _TYPE_ERROR = frozenset({"TypeError"})
-_TEST_FOLDER = re.compile(r"(^|/)tests?/")
 
 
 class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
@@ -94,7 +91,7 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
     def _tests(self) -> bool:
         """In test code, as the docs say (not an evaluation script named `test_*.py`)."""
         return self.in_test and (uses_a_test_framework(self.context.source)
-                                 or bool(_TEST_FOLDER.search(self.context.path.replace("\\", "/"))))
+                                 or in_test_folder(self.context.path))
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         if catches(node, _TYPE_ERROR):
