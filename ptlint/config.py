@@ -28,7 +28,8 @@ DEFAULT_EXCLUDE = (
     "site-packages", ".ipynb_checkpoints", ".eggs", "*.egg-info",
 )
 DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
-OUTPUT_FORMATS = ("full", "concise", "json", "sarif", "github", "gitlab")
+OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit",
+                  "pylint")
 SAFETY_KEYS = {"safe": Safety.SAFE, "unsafe": Safety.UNSAFE}
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, ROOT, pool_padding
+from ptlint.config import OUTPUT_FORMATS
 
 BAD = """\
 import torch.nn as nn
@@ -290,14 +291,15 @@ def test_nothing_emitted_points_at_a_page_that_does_not_exist(cli):
              for url in re.findall(r"https?://[^\s)\"]+", rule.documentation())}
     allowed = cited | {"https://json.schemastore.org/sarif-2.1.0.json"}
     outputs = [cli("fixtures/", "--no-cache", "--exit-zero", "--output-format", fmt, cwd=ROOT)
-               for fmt in ("full", "concise", "json", "sarif", "github", "gitlab")]
+               for fmt in OUTPUT_FORMATS]
     outputs += [cli("rules"), cli("rules", "--output-format", "json"), cli("rule", "PTL001")]
     for out in outputs:
         assert out.returncode == 0, out.stderr
         links = set(re.findall(r"https?://[^\s)\"]+", out.stdout + out.stderr))
         assert links <= allowed, (out.args, links - allowed)
-    assert all(item["url"] is None for item in json.loads(outputs[2].stdout))
-    assert all(item["url"] is None for item in json.loads(outputs[7].stdout))
+    as_json = outputs[OUTPUT_FORMATS.index("json")]
+    assert all(item["url"] is None for item in json.loads(as_json.stdout))
+    assert all(item["url"] is None for item in json.loads(outputs[-2].stdout))
 
 
 @pytest.mark.parametrize("columns", [80, 200])

@@ -112,6 +112,49 @@ def test_ci_formats_point_at_the_line_of_the_ipynb_file(tmp_path):
     assert result["properties"] == {"cell": 4, "cellLine": 2, "cellColumn": 9}
 
 
+# -- the formats CI systems and editors made for other tools read ------------------------
+def test_junit_report_one_failing_case_per_finding_and_errors_as_errors(repo):
+    import xml.etree.ElementTree as ET
+
+    proc = run_cli("src", "missing.py", "--no-cache", "--output-format", "junit", cwd=repo)
+    assert proc.returncode == 2
+    root = ET.fromstring(proc.stdout)
+    assert root.tag == "testsuites" and root.get("name") == "ptlint"
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("3", "2", "1")
+    [suite, errors] = root.findall("testsuite")
+    assert suite.get("name") == os.path.join("src", "train.py") and suite.get("failures") == "2"
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == ["org.ptlint.PTL102", "org.ptlint.PTL301"]
+    assert (cases[0].get("line"), cases[0].get("column")) == ("6", "13")
+    failure = cases[0].find("failure")
+    assert failure.get("message").startswith("PTL102 `DataParallel` is slower")
+    assert failure.text.startswith("line 6, col 13, PTL102 ")
+    [error] = errors.findall("testcase/error")
+    assert error.get("message") == "missing.py: no such file or directory"
+
+    clean = ET.fromstring(run_cli("src", "--no-cache", "--output-format", "junit",
+                                  "--select", "PTL001", cwd=repo).stdout)
+    [case] = clean.findall("testsuite/testcase")
+    assert case.get("name") == "No errors found" and list(case) == []
+    assert (clean.get("tests"), clean.get("failures"), clean.get("errors")) == ("1", "0", "0")
+
+
+def test_json_lines_and_pylint_formats(tmp_path):
+    _write_notebook(tmp_path / "nb.ipynb")
+    (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
+    args = ("train.py", "nb.ipynb", "--no-cache")
+    whole = json.loads(run_cli(*args, "--output-format", "json", cwd=tmp_path).stdout)
+    lines = run_cli(*args, "--output-format", "json-lines", cwd=tmp_path).stdout.splitlines()
+    assert [json.loads(line) for line in lines] == whole and len(whole) == 3
+    pylint = run_cli(*args, "--output-format", "pylint", cwd=tmp_path)
+    assert pylint.returncode == 1
+    slower = "`DataParallel` is slower than `DistributedDataParallel`, even on one machine"
+    assert pylint.stdout.splitlines() == [
+        f"train.py:6: [PTL102] {slower}",
+        "train.py:7: [PTL301] " + whole[1]["message"],
+        f"nb.ipynb:cell 4:2: [PTL102] {slower}",
+    ]
+
 def test_a_source_kept_as_one_string_points_at_that_string(tmp_path):
     data = json.loads(json.dumps(NOTEBOOK))
     data["cells"][3]["source"] = "".join(data["cells"][3]["source"])

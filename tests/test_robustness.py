@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, fixture_dirs, pool_padding, run_cli, settings_for
-from ptlint.config import Settings, validate
+from ptlint.config import OUTPUT_FORMATS, Settings, validate
 from ptlint.engine.fix import fix_text
 from ptlint.engine.guard import DEPTH_LIMIT, nesting
 from ptlint.engine.job import Job
@@ -261,7 +261,7 @@ def test_unreadable_file(tmp_path, monkeypatch):
     assert out.errors == [f"{path}: cannot read: Permission denied"]
 
 
-@pytest.mark.parametrize("fmt", ["full", "concise", "json", "sarif", "github", "gitlab"])
+@pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
 def test_file_name_that_is_not_utf8_with_a_strict_terminal(tmp_path, fmt):
     (tmp_path / os.fsdecode(b"caf\xe9.py")).write_text(DP)
     env = _env(PYTHONIOENCODING="utf-8:strict")

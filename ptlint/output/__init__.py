@@ -25,5 +25,5 @@ def renderer(fmt: str) -> Renderer:
     format's module is imported: the colour library only for `full`."""
     if fmt not in OUTPUT_FORMATS:
         raise ValueError(f"unknown output format {fmt!r}")
-    return importlib.import_module(f"ptlint.output.{fmt}").render
+    return importlib.import_module(f"ptlint.output.{fmt.replace('-', '_')}").render
 
