@@ -39,7 +39,9 @@ class LossKeptWithGraph(Rule):
     `losses += [loss]`, `losses.extend([loss])`, `total += loss`,
     `total = total + loss` and `total = loss if total is None else total + loss`,
     where `loss` is the value `.backward()` is called
-    on in the same loop, or the result of a loss function (`criterion(...)`,
+    on in the same loop (or a term of it: `(a + b).backward()`,
+    `torch.stack(losses).mean().backward()`; not an argument of a call,
+    `td_loss(s, a, r).backward()`), or the result of a loss function (`criterion(...)`,
     `loss_fn(...)`, an `nn.*Loss` instance, `F.cross_entropy`, `F.*_loss`)
     computed outside `torch.no_grad()`, including every tensor of one call
     (`cls_loss, loc_loss = criterion(...)`). In a function that trains, it
@@ -243,12 +245,28 @@ class _Analysis:
                      and not (isinstance(a.value, cst.Name) and a.value.value in ("False", "None"))
                      for a in call.args)
         if last_name(func) in ("backward", "grad") and self.function.resolve(func) in _AUTOGRAD:
-            return vars_in(plain[0] if plain else next(
+            return self._roots(plain[0] if plain else next(
                 (a.value for a in call.args if a.keyword is not None
                  and a.keyword.value in ("tensors", "outputs")), None)), retain
         if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward"):
-            return vars_in(func.value) | vars_in(plain[0] if plain else None), retain
+            return self._roots(func.value) | self._roots(plain[0] if plain else None), retain
         return None
+
+    def _roots(self, expr: cst.BaseExpression | None) -> set[str]:
+        """The variables a backward pass through `expr` differentiates: the leaves
+        of its graph, through a list's items and torch's functions of tensors
+        (`torch.stack(losses)`), not the arguments of any other call
+        (`td_loss(s, a, r).backward()` does not make the reward `r` a tensor)."""
+        if expr is None:
+            return set()
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            return {v for item in expr.elements for v in self._roots(item.value)}
+        found = _graph_vars(expr)
+        for leaf in _leaves(expr):
+            if isinstance(leaf, cst.Call) and (self.function.resolve(leaf.func) or "").startswith(
+                    ("torch.", "builtins.sum")):
+                found |= {v for a in leaf.args if a.keyword is None for v in self._roots(a.value)}
+        return found
 
     # -- pass 2: bindings in order, and the stores -------------------------
     def _scan(self) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import last_name
+from ptlint.analysis.dataflow import last_name, never_true
 from ptlint.analysis.names import dotted
 from ptlint.analysis.training import OFF, grad_mode
 from ptlint.analysis.walk import children, descendants
@@ -86,7 +86,9 @@ class DataParallel(TracksTests, Rule):
       stores the model: `DistributedDataParallel` is a training wrapper;
     - test code (test files, and `test*` functions and `Test*` classes in a
       file that uses pytest or unittest), where `DataParallel` support itself
-      is what is tested.
+      is what is tested;
+    - code that never runs: the body of `if parallel:` where `parallel` is
+      bound once, to `False` (or `None`, `0`), and used only in `if` tests.
 
     ## Why is this bad?
     `DataParallel` runs a single process: it copies the whole model to every
@@ -162,6 +164,7 @@ class DataParallel(TracksTests, Rule):
         self.moves: dict[int, cst.Call] = {}  # id(call) -> `call.to(...)` / `call.cuda(...)`
         self.fallback = 0  # depth of branches taken only without a process group
         self.branches: list[bool] = []  # for each branch entered: is it one of those
+        self.tests: list[cst.BaseExpression | None] = []  # and the test that enters it
         self.wraps: list[_Wrap] = []
         self.owners: list[cst.CSTNode] = []  # module, then the enclosing classes and functions
         self.on_device: set[tuple[int, str]] = set()  # (owner, name) moved to a device so far
@@ -236,9 +239,11 @@ class DataParallel(TracksTests, Rule):
             taken = self._negated(node.test) or self._wrapped_already(node.test)
         self.branches.append(taken)
         self.fallback += taken
+        self.tests.append(None if orelse else node.test)
 
     def _leave_branch(self) -> None:
         self.fallback -= self.branches.pop()
+        self.tests.pop()
 
     def visit_If_body(self, node: cst.If) -> None:
         self._enter_branch(node, orelse=False)
@@ -314,8 +319,9 @@ class DataParallel(TracksTests, Rule):
         qualified = self.qualified_name(func)
         if qualified in _DDP and node.args:
             self.ddp_wraps.add((id(self.owners[-1]), dotted(node.args[0].value)))
-        if qualified not in _DATA_PARALLEL:
-            return
+        if qualified not in _DATA_PARALLEL or any(
+                test is not None and never_true(test, self.owners[-1]) for test in self.tests):
+            return  # (the body of `if parallel:` after `parallel = False` never runs)
         replaced = self.moves.get(id(node), node)
         rebuildable = bool(node.args) and not any(a.star for a in node.args) and (
             node.args[0].keyword is None or node.args[0].keyword.value == "module")

@@ -65,7 +65,8 @@ class HostSyncInTrainingLoop(Rule):
     optimizer step. Calls under a schedule-like `if` in that loop
     (`if step % log_every == 0:`, `if i == len(loader) - 1:`,
     `if args.verbose:`, `if regularize:` after `regularize = i % k == 0` in
-    the loop), under a process guard (`if rank == 0:`,
+    the loop, and `and`/`or` of such flags: `if early or late:`), under a
+    process guard (`if rank == 0:`,
     `if is_main_process():`), in `except` handlers and in an `if` that leaves
     the loop (its body ends in `break`, `return`, `raise` or `sys.exit(...)`:
     it runs once at most) are not flagged, nor, in a loop that calls

@@ -92,7 +92,12 @@ def _leaves(block: cst.BaseSuite, breaks: bool) -> bool:
 
 
 def _scheduled_name(test: cst.BaseExpression, loop: cst.CSTNode) -> bool:
-    """`if flag:` where `loop` assigns `flag = <a schedule test>`."""
+    """`if flag:` where `loop` assigns `flag = <a schedule test>`; also `flag and x`,
+    and `flag or other` where both are flags or schedule tests."""
+    if type(test) is cst.BooleanOperation:
+        sides = [_scheduled_name(side, loop) or t.schedule_test(side)
+                 for side in (test.left, test.right)]
+        return any(sides) if type(test.operator) is cst.And else all(sides)
     if type(test) is not cst.Name:
         return False
     return any(type(node) is cst.Assign and len(node.targets) == 1

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Iterator
 import libcst as cst
 
 from ptlint.analysis.names import dotted
-from ptlint.analysis.walk import children
+from ptlint.analysis.walk import children, descendants
 
 Resolve = Callable[[cst.CSTNode], "str | None"]
 
@@ -432,3 +432,44 @@ def bound_in(events: Iterable[Event], from_calls: bool = False) -> set[str]:
         for target in targets:
             found.update(target_vars(target))
     return found
+
+
+
+
+def never_true(test: cst.BaseExpression, owner: cst.CSTNode) -> bool:
+    """Whether `test` (of an `if` in `owner`, a function or module) cannot hold: a
+    name bound once, to `False`, `None` or `0`, and used nowhere but in `if` tests
+    (`parallel = False` ... `if parallel:`), or an `and` with such a name.
+    Any other use of the name (a parameter, `global`, another binding, an
+    argument) and the test may hold."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return never_true(test.left, owner) or never_true(test.right, owner)
+    if type(test) is not cst.Name:
+        return False
+    name = test.value
+    uses: list[int] = []
+    allowed: set[int] = set()  # the falsy binding's target, and names an `if` tests
+    bindings = 0
+    for node in descendants(owner):
+        kind = type(node)
+        if kind is cst.Name and node.value == name:
+            uses.append(id(node))
+        elif kind is cst.If:
+            allowed.update(id(n) for n in _conjuncts(node.test))
+        elif kind is cst.Assign and len(node.targets) == 1 and _falsy(node.value):
+            allowed.add(id(node.targets[0].target))
+            bindings += dotted(node.targets[0].target) == name
+    return bindings == 1 and all(use in allowed for use in uses)
+
+
+def _falsy(value: cst.BaseExpression) -> bool:
+    return (type(value) is cst.Name and value.value in ("False", "None")
+            or type(value) is cst.Integer and value.value == "0")
+
+
+def _conjuncts(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        yield from _conjuncts(test.left)
+        yield from _conjuncts(test.right)
+    else:
+        yield test
