@@ -146,6 +146,17 @@ def prepend_argument(call: cst.Call, value: str | cst.BaseExpression) -> cst.Cal
     return call.with_changes(args=[first, *call.args])
 
 
+def positional_to_keyword(call: cst.Call, index: int, name: str) -> cst.Call | None:
+    """`call` with its `index`-th positional argument passed last, by keyword:
+    `f(a, b, c)` with (0, "k") → `f(b, c, k=a)`. None when a comment ends that
+    argument's line (it would have nowhere to go)."""
+    arg = positional(call, index)
+    if arg is None or _commented(arg):
+        return None
+    rest = [a for a in call.args if a is not arg]
+    return with_keyword(call.with_changes(args=rest), name, arg.value)
+
+
 def positionals_as_keywords(call: cst.Call, names: list[str] | tuple[str, ...]) -> cst.Call | None:
     """`call` with its leading positional arguments passed by keyword, the i-th as
     `names[i]`: `f(a, b, k=1)` with ("x", "y") → `f(x=a, y=b, k=1)`. None when a

@@ -1,9 +1,22 @@
 """PTL202 deprecated-api."""
 from __future__ import annotations
 
+import libcst as cst
+from packaging.version import Version
+
+from ptlint.fixers.arguments import positional_to_keyword
 from ptlint.model import Safety
 from ptlint.rules._deprecations import DEPRECATIONS
 from ptlint.rules._symbols import SymbolRule
+
+# Tensor methods whose leading positional scalar is a deprecated overload (torch 1.5):
+# `add_(Number alpha, Tensor other)` for `add_(other, *, alpha)`, and
+# `addcmul_(Number value, Tensor t1, Tensor t2)` for `addcmul_(t1, t2, *, value)`.
+# The in-place forms only (`x.add(a, b)` is too common outside torch to judge), and
+# the out-of-place `addcmul`/`addcdiv`, which only tensors have.
+_SCALAR_FIRST = {"add_": ("alpha", 2), "sub_": ("alpha", 2), "addcmul_": ("value", 3),
+                 "addcdiv_": ("value", 3), "addcmul": ("value", 3), "addcdiv": ("value", 3)}
+_OVERLOADS_SINCE = Version("1.5")
 
 
 class DeprecatedApi(SymbolRule):
@@ -19,7 +32,16 @@ class DeprecatedApi(SymbolRule):
     trailing underscore (`xavier_uniform`, `constant`, ...),
     `backends.cuda.sdp_kernel`, `testing.assert_allclose`,
     `utils._pytree._register_pytree_node` and `functorch.*`. The message
-    names the replacement and what differs about it.
+    names the replacement and what differs about it. Also the overloads of
+    tensor methods that take the scalar first, deprecated since torch 1.5:
+    `x.add_(alpha, other)`, `x.sub_(alpha, other)`,
+    `x.addcmul_(value, t1, t2)`, `x.addcdiv_(value, t1, t2)` (and
+    `x.addcmul`/`x.addcdiv`): the old optimizer and EMA idiom
+    `exp_avg_sq.mul_(beta2).addcmul_(1 - beta2, grad, grad)`. Only calls with
+    exactly that many positional arguments and no keywords count (the only
+    calls that match the old overload); `torch.addcmul(input, t1, t2)` is the
+    function, not the overload, and `x.add(a, b)` is not judged (too many
+    classes other than tensors have an `add`).
 
     The APIs are kept as data in `rules/_deprecations.py`, shared with
     PTL201, with the torch version that deprecated each one: an API
@@ -63,7 +85,9 @@ class DeprecatedApi(SymbolRule):
     `arange` with the end point moved past the last element and
     `dtype=torch.get_default_dtype()`), the upsampling modules and functions
     (→ `Upsample`/`interpolate` with the `mode=` they imply) and
-    `sdp_kernel` with literal flags (→ `sdpa_kernel([...])`). `from functorch
+    `sdp_kernel` with literal flags (→ `sdpa_kernel([...])`), and the
+    scalar-first overloads (→ `add_(other, alpha=a)`,
+    `addcmul_(t1, t2, value=v)`: the same kernel). `from functorch
     import vmap` becomes `from torch.func import vmap`. These are safe;
     other calls (variables that may hold a string `p`, float steps, `*args`)
     are reported without a fix.
@@ -81,6 +105,25 @@ class DeprecatedApi(SymbolRule):
     - [torch.linalg](https://pytorch.org/docs/stable/linalg.html)
     - [torch.func migration from functorch](https://pytorch.org/docs/stable/func.migrating.html)
     """
+
+    def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
+        func = node.func
+        if type(func) is not cst.Attribute or func.attr.value not in _SCALAR_FIRST:
+            return
+        keyword, positional = _SCALAR_FIRST[func.attr.value]
+        version = self.context.torch_version
+        if (len(node.args) != positional or any(a.keyword or a.star for a in node.args)
+                or version is not None and version < _OVERLOADS_SINCE
+                or (self.qualified_name(func) or "").startswith("torch.") or self._deliberate()):
+            return  # `torch.addcmul(input, t1, t2)` is the function, not the overload
+        name = func.attr.value
+        tensors = "other" if positional == 2 else "tensor1, tensor2"
+        fixed = positional_to_keyword(node, 0, keyword)
+        self.report(node, message=(
+            f"`{name}({keyword}, {tensors})` is a deprecated overload; use "
+            f"`{name}({tensors}, {keyword}=...)`"),
+            **({} if fixed is None else {"replacement": fixed, "safety": Safety.SAFE}))
 
     code = "PTL202"
     message = "Use of a deprecated torch API"
