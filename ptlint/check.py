@@ -188,6 +188,7 @@ def _findings(args, job: "Job", outcomes, findings, fixed: int, errors, stream: 
 def _report_diff(args: argparse.Namespace, outcomes: list["Outcome"], errors: list[str]) -> int:
     diffs = [out.diff for out in outcomes if out.diff]
     sys.stdout.write("".join(diffs))
+    sys.stdout.flush()  # the diff before the summary, also where both streams are one pipe
     would = sum(out.fixed for out in outcomes if out.diff)
     if not (args.quiet or args.silent):
         print(f"Would fix {report.plural(would, 'finding')} in "
