@@ -166,15 +166,14 @@ FLOOR = r"""
 import sys
 from concurrent.futures import ProcessPoolExecutor
 import libcst as cst
-from ptlint.config import Settings, validate
+from ptlint.config import Settings, needed_codes, validate
 from ptlint.engine.guard import parse as ptlint_parse
-from ptlint.engine.lint import active_rules
 from ptlint.io.text import decode
 PARSE = ptlint_parse if sys.argv[3] == "ptlint" else cst.parse_module
 
 def parse(path):
     text = decode(open(path, "rb").read()).text
-    if not active_rules(text, RULES):
+    if not needed_codes(text, CODES):
         return 0
     try:
         PARSE(text)
@@ -183,7 +182,8 @@ def parse(path):
     return 1
 
 settings = Settings(); validate(settings)
-RULES = settings.rules
+settings.rules  # imported before the workers start, as ptlint does
+CODES = settings.rule_codes
 files = open(sys.argv[2]).read().split("\n")
 with ProcessPoolExecutor(int(sys.argv[1])) as pool:
     parsed = sum(pool.map(parse, files, chunksize=8))

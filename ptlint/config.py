@@ -7,9 +7,9 @@ import sys
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
-from ptlint._catalog import RULES as CATALOG
+from ptlint._catalog import LOAD, RULES as CATALOG
 from ptlint.model import Safety
 
 if sys.version_info >= (3, 11):
@@ -31,6 +31,20 @@ DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
 OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit",
                   "pylint")
 SAFETY_KEYS = {"safe": Safety.SAFE, "unsafe": Safety.UNSAFE}
+
+
+def needed_codes(text: str, codes: Sequence[str]) -> list[str]:
+    """The rules of `codes` whose `requires_text` (from the catalog) the text
+    contains: the others need no parse, and are not even imported."""
+    present: dict[str, bool] = {}  # rules share their texts: each is looked for once
+
+    def has(needle: str) -> bool:
+        found = present.get(needle)
+        if found is None:
+            found = present[needle] = needle in text
+        return found
+
+    return [c for c in codes if not LOAD[c][1] or any(map(has, LOAD[c][1]))]
 
 
 class ConfigError(Exception):
@@ -74,10 +88,17 @@ class Settings:
         return frozenset(chosen)
 
     @cached_property
-    def rules(self) -> list[type[Rule]]:
-        from ptlint.rule import registry  # imports LibCST: only when a file is linted
+    def rule_codes(self) -> tuple[str, ...]:
+        """The enabled rules that apply to the target torch version, in code order
+        (read from the catalog: no rule is imported)."""
+        return tuple(code for code, (_, _, versions) in LOAD.items()
+                     if code in self.enabled_codes and self._version_ok(versions))
 
-        return [r for c, r in registry().items() if c in self.enabled_codes and self._version_ok(r)]
+    @cached_property
+    def rules(self) -> list[type[Rule]]:
+        from ptlint.rule import load  # imports LibCST: only when a file is linted
+
+        return [load(code) for code in self.rule_codes]
 
     @cached_property
     def _per_file(self) -> list[tuple[pathspec.PathSpec, frozenset[str]]]:
@@ -101,9 +122,16 @@ class Settings:
                 out |= codes
         return frozenset(out)
 
-    def rules_for(self, path: str) -> list[type[Rule]]:
+    def codes_for(self, path: str) -> list[str]:
+        """`rule_codes` less the file's per-file ignores."""
         ignored = self._ignored_for(path)
-        return [r for r in self.rules if r.code not in ignored]
+        return [code for code in self.rule_codes if code not in ignored]
+
+    def rules_to_run(self, codes: Sequence[str], text: str) -> list[type[Rule]]:
+        """The rules of `codes` that a file of `text` needs, each imported on first use."""
+        from ptlint.rule import load
+
+        return [load(code) for code in needed_codes(text, codes)]
 
     @cached_property
     def _syntax_errors(self) -> bool:
@@ -114,12 +142,12 @@ class Settings:
             return self._syntax_errors and code not in self._ignored_for(path)
         return code in self.enabled_codes and code not in self._ignored_for(path)
 
-    def _version_ok(self, rule: type[Rule]) -> bool:
-        if rule.torch_versions is None or self.torch_version is None:
+    def _version_ok(self, versions: str | None) -> bool:
+        if versions is None or self.torch_version is None:
             return True
         from packaging.specifiers import SpecifierSet
 
-        return SpecifierSet(rule.torch_versions).contains(self.torch_version, prereleases=True)
+        return SpecifierSet(versions).contains(self.torch_version, prereleases=True)
 
     # -- fixing -----------------------------------------------------------------
     def safety_for(self, code: str, safety: Safety | None) -> Safety:

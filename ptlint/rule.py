@@ -9,7 +9,7 @@ import re
 import time
 import types
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Iterator, Sequence
 
 import libcst as cst
 
@@ -240,6 +240,18 @@ def _guarded(rule: Rule, fn: Callable[[cst.CSTNode], None]) -> Callable[[cst.CST
 
 
 
+def _rules_in(module: types.ModuleType) -> Iterator[type[Rule]]:
+    for obj in vars(module).values():
+        if (
+            isinstance(obj, type)
+            and not isinstance(obj, types.GenericAlias)  # `list[str]` passes on Python 3.10
+            and issubclass(obj, Rule)
+            and obj.__module__ == module.__name__
+            and getattr(obj, "code", None)
+        ):
+            yield obj
+
+
 @functools.cache
 def registry() -> dict[str, type[Rule]]:
     """Every rule in `ptlint.rules`, by code, in code order."""
@@ -247,16 +259,17 @@ def registry() -> dict[str, type[Rule]]:
 
     found: dict[str, type[Rule]] = {}
     for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        for obj in vars(module).values():
-            if (
-                isinstance(obj, type)
-                and not isinstance(obj, types.GenericAlias)  # `list[str]` passes on Python 3.10
-                and issubclass(obj, Rule)
-                and obj.__module__ == module.__name__
-                and getattr(obj, "code", None)
-            ):
-                if obj.code in found:
-                    raise RuntimeError(f"duplicate rule code {obj.code}")
-                found[obj.code] = obj
+        for obj in _rules_in(importlib.import_module(f"{package.__name__}.{info.name}")):
+            if obj.code in found:
+                raise RuntimeError(f"duplicate rule code {obj.code}")
+            found[obj.code] = obj
     return dict(sorted(found.items()))
+
+
+@functools.cache
+def load(code: str) -> type[Rule]:
+    """One rule, importing its module only (found in the generated catalog)."""
+    from ptlint._catalog import LOAD
+
+    module = importlib.import_module(f"ptlint.rules.{LOAD[code][0]}")
+    return next(rule for rule in _rules_in(module) if rule.code == code)

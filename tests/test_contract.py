@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES, ROOT, settings_for
 from ptlint.engine.lint import lint_text
 from ptlint.model import Safety
-from ptlint.rule import registry
+from ptlint.rule import load, registry
 
 RULES = list(registry().values())
 REQUIRED = ("What it does", "Why is this bad?", "Example")
@@ -96,3 +96,31 @@ def test_docs_are_fresh():
     from ptlint import docs
 
     assert docs.main(["--check"]) == 0, "run `python -m ptlint.docs`"
+
+
+def test_a_rule_loads_alone_as_the_catalog_says():
+    """A file is linted importing only the rules it needs: each rule's catalog
+    entry (module, texts, versions) must be the rule's own, in a process that
+    has imported no other rule."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+from ptlint._catalog import LOAD
+from ptlint.rule import load
+for code, (module, texts, versions) in LOAD.items():
+    rule = load(code)
+    assert (rule.code, tuple(rule.requires_text), rule.torch_versions) == (code, texts, versions)
+    assert rule.__module__ == "ptlint.rules." + module
+loaded = [m for m in sys.modules if m.startswith("ptlint.rules.ptl")]
+assert len(loaded) == len(LOAD), loaded
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    only = subprocess.run(
+        [sys.executable, "-c", "import sys\nfrom ptlint.rule import load\nload('PTL102')\n"
+         "print(sorted(m for m in sys.modules if m.startswith('ptlint.rules.ptl')))"],
+        capture_output=True, text=True)
+    assert only.stdout.strip() == "['ptlint.rules.ptl102_data_parallel']", only.stderr
+    assert {code: load(code) for code in registry()} == registry()

@@ -523,8 +523,9 @@ class _Rewrite:
 
     def __init__(self, rule):
         self.settings = settings_for("PTL102")
-        self.settings.__dict__["rules"] = [rule]
+        self.settings.__dict__["rule_codes"] = (rule.code,)
         self.settings.__dict__["enabled_codes"] = frozenset({rule.code})
+        self.settings.rules_to_run = lambda codes, text: [rule]  # type: ignore[method-assign]
         self.settings.fix_allowed = lambda code, safety, unsafe: True  # type: ignore[method-assign]
 
     def run(self, cells: list[str], mode: str = "fix"):

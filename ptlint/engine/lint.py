@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -31,19 +31,6 @@ class LintResult:
     notices: list[Notice] = field(default_factory=list)  # warnings (invalid `# noqa`)
 
 
-def active_rules(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
-    """The rules whose `requires_text` the file satisfies: the rest need no parse."""
-    present: dict[str, bool] = {}  # rules share their texts: each is looked for once
-
-    def has(needle: str) -> bool:
-        found = present.get(needle)
-        if found is None:
-            found = present[needle] = needle in text
-        return found
-
-    return [r for r in rules if not r.requires_text or any(map(has, r.requires_text))]
-
-
 def lint_text(
     text: str,
     path: str,
@@ -59,11 +46,11 @@ def lint_text(
     result.notices = directives.notices(path)
     if directives.file == "ALL":
         return result
-    rules = [r for r in settings.rules_for(path) if r.code != UNUSED_NOQA]
+    codes = [c for c in settings.codes_for(path) if c != UNUSED_NOQA]
     if directives.file:
-        rules = [r for r in rules if r.code not in directives.file]
-    ran = {r.code for r in rules}
-    rules = active_rules(text, rules)
+        codes = [c for c in codes if c not in directives.file]
+    ran = set(codes)
+    rules = settings.rules_to_run(codes, text)
     if not _run_rules(text, path, settings, rules, directives, result, timings, parser):
         return result
     if settings.is_enabled(UNUSED_NOQA, path) and not result.errors and UNUSED_NOQA not in (

@@ -45,6 +45,9 @@ if os.environ.get("PTLINT_TEST_RULES"):
     from ptlint.rule import registry
 
     ptlint._catalog.RULES.update((c, (r.name, r.default_enabled)) for c, r in registry().items())
+    ptlint._catalog.LOAD.update(
+        (c, (r.__module__.rpartition(".")[2], tuple(r.requires_text), r.torch_versions))
+        for c, r in registry().items())
 
 if os.environ.get("PTLINT_TEST_NOTEBOOK_FIXES"):
     # PTL102 fixes every call it can rebuild, notebooks included: the notebook tests use
