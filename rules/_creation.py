@@ -82,6 +82,7 @@ RANDOM_FILLS = frozenset({"uniform_", "normal_", "random_", "bernoulli_", "expon
 
 _DEVICE_STRING = re.compile(r"(cuda|cpu|mps|xpu|meta|hpu|xla|npu|privateuseone)(:\d+)?")
 _DEVICE_NAME = re.compile(r"device|dev|DEVICE|DEV|\w+_device|\w+_DEVICE")
+_DEVICE_GETTER = re.compile(r"get_(\w+_)?device")
 
 
 def computed(name: str, factory: cst.Call) -> bool:
@@ -118,12 +119,16 @@ def device_string(node: cst.BaseExpression) -> bool:
 
 
 def named_like_device(node: cst.BaseExpression) -> bool:
-    """`device`, `DEVICE`, `dev`, `self.device`, `args.train_device`, and a
-    call of a method named `device` without arguments (`self.device()`)."""
+    """`device`, `DEVICE`, `dev`, `self.device`, `args.train_device`, a call of a
+    method named `device` without arguments (`self.device()`), and of a function
+    or method named for returning one (`get_device()`, `utils.get_default_device()`)."""
     if isinstance(node, cst.Call) and not node.args:
         func = node.func
-        return (isinstance(func, cst.Attribute) and func.attr.value == "device"
-                and dotted(func) is not None)
+        if isinstance(func, cst.Attribute) and func.attr.value == "device":
+            return dotted(func) is not None
+        name = func.attr.value if isinstance(func, cst.Attribute) else (
+            func.value if isinstance(func, cst.Name) else "")
+        return bool(_DEVICE_GETTER.fullmatch(name)) and dotted(func) is not None
     if isinstance(node, cst.Attribute):
         return bool(_DEVICE_NAME.fullmatch(node.attr.value))
     if isinstance(node, cst.Name):
