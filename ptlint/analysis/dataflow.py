@@ -434,8 +434,6 @@ def bound_in(events: Iterable[Event], from_calls: bool = False) -> set[str]:
     return found
 
 
-
-
 def never_true(test: cst.BaseExpression, owner: cst.CSTNode) -> bool:
     """Whether `test` (of an `if` in `owner`, a function or module) cannot hold: a
     name bound once, to `False`, `None` or `0`, and used nowhere but in `if` tests
