@@ -41,6 +41,8 @@ def _conflict(args: argparse.Namespace, stdin: bool) -> str | None:
 def cmd_check(args: argparse.Namespace) -> int:
     from ptlint.engine.job import Job
 
+    args.fix = args.fix or args.fix_only
+
     stdin = args.paths == ["-"] or (bool(args.stdin_filename) and not args.paths)
     quiet = args.quiet or args.silent
     if args.stdin_filename and args.paths and args.paths != ["-"]:
@@ -128,7 +130,8 @@ def _report(args: argparse.Namespace, job: "Job", outcomes: list["Outcome"],
             errors: list[str], echo: bytes | None = None) -> int:
     """Print what the run found, in the asked format and place; the exit code."""
     errors = [*errors, *(e for out in outcomes for e in out.errors)]
-    findings = [f for out in outcomes for f in out.findings]
+    # --fix-only: what remains is neither shown nor a reason to exit 1 (ruff's flag)
+    findings = [] if args.fix_only else [f for out in outcomes for f in out.findings]
     fixed = sum(out.fixed for out in outcomes)
     quiet = args.quiet or args.silent
     if not quiet:
@@ -152,6 +155,9 @@ def _report(args: argparse.Namespace, job: "Job", outcomes: list["Outcome"],
         if job.mode == "noqa":
             if fixed and not quiet:  # as ruff: nothing when nothing was added
                 print(f"Added {report.plural(fixed, 'noqa directive')}.", file=sys.stderr)
+        elif args.fix_only:
+            if not quiet:
+                print(f"Fixed {report.plural(fixed, 'finding')}.", file=stream)
         elif not args.silent:
             _findings(args, job, outcomes, findings, fixed, errors, stream)
     if args.timings:

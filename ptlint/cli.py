@@ -43,6 +43,9 @@ def _check_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="files or folders (default: .); '-' reads standard input")
     fix = p.add_argument_group("fixing")
     fix.add_argument("--fix", action="store_true", help="apply safe fixes in place")
+    fix.add_argument("--fix-only", action="store_true",
+                     help="apply fixes, and neither report nor exit 1 for the findings that "
+                          "remain (implies --fix)")
     fix.add_argument("--unsafe-fixes", action="store_true", default=None,
                      help="also apply (with --fix) or show unsafe fixes")
     fix.add_argument("--no-unsafe-fixes", dest="unsafe_fixes", action="store_false",

@@ -61,6 +61,19 @@ def test_show_fixes_and_exit_non_zero_on_fix(cli, project):
     assert nothing.returncode == 0
 
 
+def test_fix_only_fixes_and_reports_nothing_that_remains(cli, project):
+    (project / "m.py").write_text(MOVED + "state = torch.load('w.pt')\n")
+    out = cli("m.py", "--fix-only", cwd=project)
+    assert out.returncode == 0, out.stderr  # PTL301 remains: not reported, not a failure
+    assert out.stdout == "Fixed 2 findings.\n"
+    assert (project / "m.py").read_text() == FIXED + "state = torch.load('w.pt')\n"
+    again = cli("m.py", "--fix-only", "--exit-non-zero-on-fix", cwd=project)
+    assert (again.returncode, again.stdout) == (0, "Fixed 0 findings.\n")
+    (project / "m.py").write_text(MOVED)
+    strict = cli("m.py", "--fix-only", "--exit-non-zero-on-fix", "-q", cwd=project)
+    assert (strict.returncode, strict.stdout) == (1, "")
+    assert cli("m.py", "--fix-only", "--add-noqa", cwd=project).returncode == 2
+
 def test_color(cli, project):
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
     assert "\x1b[" not in cli("m.py", cwd=project, env=env).stdout  # auto: not a terminal
