@@ -27,6 +27,7 @@ def _overrides(args: argparse.Namespace) -> dict:
         "unsafe_fixes": args.unsafe_fixes, "output_format": args.output_format,
         "torch_version": args.torch_version, "force_exclude": args.force_exclude,
         "extend_exclude": args.extend_exclude, "extend_include": args.extend_include,
+        "ignore_noqa": args.ignore_noqa or None,
     }
 
 

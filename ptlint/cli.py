@@ -67,9 +67,12 @@ def _check_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        ("unfixable", "rules whose fixes are never applied")):
         sel.add_argument(f"--{flag}", type=_codes, action="extend", default=None,
                          metavar="RULES", help=what)
+    sel.add_argument("--ignore-noqa", action="store_true",
+                     help="disregard every `# noqa` comment (`# ptlint: noqa` too)")
     out = p.add_argument_group("output")
-    out.add_argument("--output-format", choices=OUTPUT_FORMATS,
-                     help="how findings are written (default: full)")
+    out.add_argument("--output-format", choices=OUTPUT_FORMATS, metavar="FORMAT",
+                     help=f"how findings are written: {', '.join(OUTPUT_FORMATS)} "
+                          "(default: full)")
     out.add_argument("-o", "--output-file", type=Path, metavar="FILE",
                      help="write the report to FILE instead of standard output")
     out.add_argument("--statistics", action="store_true",

@@ -72,6 +72,7 @@ class Settings:
     torch_version_explicit: bool = False  # set by torch-version or --torch-version
     respect_gitignore: bool = True
     force_exclude: bool = False  # apply excludes to files named on the command line too
+    ignore_noqa: bool = False  # --ignore-noqa: every `# noqa` comment is disregarded
     cache_dir: str = ".ptlint_cache"
     root: Path = field(default_factory=Path.cwd)  # the folder of the config file (or cwd)
     config_path: Path | None = None
@@ -191,7 +192,8 @@ class Settings:
         """What the cache key must change with."""
         return repr((sorted(self.enabled_codes), self._syntax_errors,
                      sorted(self.per_file_ignores.items()), str(self.root),
-                     str(self.torch_version), self.extend_safe_fixes, self.extend_unsafe_fixes))
+                     str(self.torch_version), self.extend_safe_fixes, self.extend_unsafe_fixes,
+                     self.ignore_noqa))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -239,7 +241,8 @@ def expand(selectors: list[str], key: str, *, allow_syntax: bool = False) -> lis
 
 
 _KEYS = {f.name.replace("_", "-"): f.name for f in fields(Settings)
-         if f.name not in ("root", "config_path", "torch_version_source", "torch_version_explicit")}
+         if f.name not in ("root", "config_path", "torch_version_source", "torch_version_explicit",
+                           "ignore_noqa")}
 
 
 def _tool_table(data: dict, path: Path) -> dict | None:

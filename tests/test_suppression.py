@@ -109,6 +109,18 @@ f = torch.zeros(3, device="cuda")  # noqa
 """
 
 
+def test_ignore_noqa_disregards_every_directive(cli, tmp_path):
+    (tmp_path / "m.py").write_text(MOVED.format(comment="  # noqa: PTL101")
+                                   + "y = torch.ones(2).cuda()  # noqa\n")
+    (tmp_path / "f.py").write_text("# ptlint: noqa\n" + MOVED.format(comment=""))
+    assert cli("m.py", "f.py", cwd=tmp_path).returncode == 0  # fills the cache
+    out = cli("m.py", "f.py", "--ignore-noqa", "--extend-select", "PTL090",
+              "--output-format", "concise", cwd=tmp_path)  # the cache must not answer
+    assert out.returncode == 1
+    assert sorted(l.split(": ")[0] for l in out.stdout.splitlines() if "PTL" in l) == [
+        "f.py:4:5", "m.py:3:5", "m.py:4:5"]  # and no unused-noqa finding
+    assert "warning" not in out.stderr
+
 def test_unused_noqa_is_off_by_default(cli, tmp_path):
     (tmp_path / "m.py").write_text(UNUSED)
     out, lines = concise(cli, "m.py", cwd=tmp_path)
