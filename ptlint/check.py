@@ -42,7 +42,8 @@ def _conflict(args: argparse.Namespace, stdin: bool) -> str | None:
 def cmd_check(args: argparse.Namespace) -> int:
     from ptlint.engine.job import Job
 
-    args.fix = args.fix or args.fix_only
+    if args.fix_only:
+        args.fix = True
 
     stdin = args.paths == ["-"] or (bool(args.stdin_filename) and not args.paths)
     quiet = args.quiet or args.silent
@@ -64,7 +65,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         error(str(exc))
         return 2
-    mode = "noqa" if args.add_noqa else "diff" if args.diff else "fix" if args.fix else "check"
+    fix = settings.fix if args.fix is None else args.fix  # the configuration's `fix = true`
+    mode = "noqa" if args.add_noqa else "diff" if args.diff else "fix" if fix else "check"
     job = Job(settings, mode, unsafe=bool(settings.unsafe_fixes),  # type: ignore[arg-type]
               cache=not args.no_cache and not stdin, timings=args.timings,
               configs=None if stdin else configs)

@@ -42,7 +42,10 @@ def _check_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="*", default=None,
                    help="files or folders (default: .); '-' reads standard input")
     fix = p.add_argument_group("fixing")
-    fix.add_argument("--fix", action="store_true", help="apply safe fixes in place")
+    fix.add_argument("--fix", action="store_true", default=None,
+                     help="apply safe fixes in place")
+    fix.add_argument("--no-fix", dest="fix", action="store_false",
+                     help="do not fix, whatever the configuration says (`fix = true`)")
     fix.add_argument("--fix-only", action="store_true",
                      help="apply fixes, and neither report nor exit 1 for the findings that "
                           "remain (implies --fix)")

@@ -63,6 +63,7 @@ class Settings:
     extend_include: list[str] = field(default_factory=list)
     fixable: list[str] = field(default_factory=lambda: ["ALL"])
     unfixable: list[str] = field(default_factory=list)
+    fix: bool = False  # `fix = true`: a run fixes as with --fix (--no-fix: it does not)
     unsafe_fixes: bool = False
     extend_safe_fixes: list[str] = field(default_factory=list)
     extend_unsafe_fixes: list[str] = field(default_factory=list)

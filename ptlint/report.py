@@ -117,8 +117,8 @@ def show_settings(target: str, settings: Settings, stream: TextIO) -> None:
     lines = [f"Resolved settings for: {target}", f"Settings path: {where}", ""]
     lines.append(f'torch-version = "{settings.torch_version}"')
     lines.append(f"  # from {settings.torch_version_source}")
-    shown = ("select", "extend_select", "ignore", "per_file_ignores", "fixable", "unfixable",
-             "unsafe_fixes", "extend_safe_fixes", "extend_unsafe_fixes", "exclude",
+    shown = ("select", "extend_select", "ignore", "per_file_ignores", "fix", "fixable",
+             "unfixable", "unsafe_fixes", "extend_safe_fixes", "extend_unsafe_fixes", "exclude",
              "extend_exclude", "include", "extend_include", "respect_gitignore",
              "force_exclude", "output_format", "cache_dir")
     for name in shown:

@@ -201,3 +201,19 @@ def test_progress_bar_only_for_people(tmp_path):
     piped = subprocess.run([sys.executable, "-m", "ptlint", ".", "--no-cache"], cwd=tmp_path,
                            env=env, capture_output=True)
     assert b"linting" not in piped.stderr and b"\x1b[" not in piped.stderr
+
+
+def test_fix_true_in_the_configuration_and_no_fix(cli, project):
+    (project / "pyproject.toml").write_text("[tool.ptlint]\nfix = true\n")
+    kept = cli("m.py", "--no-fix", cwd=project)
+    assert kept.returncode == 1 and (project / "m.py").read_text() == MOVED
+    assert "fix = true" in cli("--show-settings", "m.py", cwd=project).stdout
+    fixed = cli("m.py", cwd=project)
+    assert fixed.returncode == 0 and "Fixed 2 findings, 0 remaining." in fixed.stdout
+    assert (project / "m.py").read_text() == FIXED
+    (project / "m.py").write_text(MOVED)
+    assert cli("m.py", "--diff", cwd=project).returncode == 1  # --diff still changes nothing
+    assert (project / "m.py").read_text() == MOVED
+    (project / "pyproject.toml").write_text("[tool.ptlint]\nfix = 1\n")
+    bad = cli("m.py", cwd=project)
+    assert bad.returncode == 2 and "fix: expected true or false" in bad.stderr
