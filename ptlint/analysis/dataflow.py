@@ -440,11 +440,10 @@ def never_true(test: cst.BaseExpression, owner: cst.CSTNode) -> bool:
     (`parallel = False` ... `if parallel:`), or an `and` with such a name.
     Any other use of the name (a parameter, `global`, another binding, an
     argument) and the test may hold."""
-    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
-        return never_true(test.left, owner) or never_true(test.right, owner)
-    if type(test) is not cst.Name:
-        return False
-    name = test.value
+    return any(type(t) is cst.Name and _switched_off(t.value, owner) for t in _conjuncts(test))
+
+
+def _switched_off(name: str, owner: cst.CSTNode) -> bool:
     uses: list[int] = []
     allowed: set[int] = set()  # the falsy binding's target, and names an `if` tests
     bindings = 0
