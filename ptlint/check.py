@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 def _overrides(args: argparse.Namespace) -> dict:
     return {
         "select": args.select, "extend_select": args.extend_select, "ignore": args.ignore,
-        "fixable": args.fixable, "unfixable": args.unfixable,
+        "fixable": args.fixable, "extend_fixable": args.extend_fixable,
+        "unfixable": args.unfixable, "per_file_ignores": args.per_file_ignores,
+        "extend_per_file_ignores": args.extend_per_file_ignores, "exclude": args.exclude,
+        "show_fixes": args.show_fixes,
         "unsafe_fixes": args.unsafe_fixes, "output_format": args.output_format,
         "torch_version": args.torch_version, "force_exclude": args.force_exclude,
         "extend_exclude": args.extend_exclude, "extend_include": args.extend_include,
@@ -34,6 +37,8 @@ def _overrides(args: argparse.Namespace) -> dict:
 def _conflict(args: argparse.Namespace, stdin: bool) -> str | None:
     if args.add_noqa and (args.fix or args.diff):
         return "--add-noqa cannot be combined with --fix or --diff"
+    if args.isolated and args.config is not None:
+        return "--isolated reads no configuration file: it cannot be combined with --config"
     if args.add_noqa and stdin:
         return "--add-noqa changes files: it cannot read standard input"
     return None
@@ -59,7 +64,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         error(problem)
         return 2
     try:
-        configs = Configs.discover(_overrides(args), args.config)
+        configs = Configs.discover(_overrides(args), args.config, isolated=args.isolated)
         settings = (configs.for_path(Path(args.stdin_filename)) if stdin and args.stdin_filename
                     else configs.default)
     except ConfigError as exc:
@@ -186,9 +191,10 @@ def _findings(args, job: "Job", outcomes, findings, fixed: int, errors, stream: 
         report.statistics(findings, fixable, job.unsafe, fmt, stream)
     else:
         _render(findings, outcomes, fmt, stream, errors, args.color)
-    if job.mode == "fix" and args.show_fixes and fmt in ("full", "concise") and not args.quiet:
+    if (job.mode == "fix" and job.settings.show_fixes and fmt in ("full", "concise", "grouped")
+            and not args.quiet):
         report.fixes_made(outcomes, stream)
-    if not args.quiet and fmt in ("full", "concise") and (
+    if not args.quiet and fmt in ("full", "concise", "grouped") and (
         findings or not errors or job.mode == "fix"
     ):
         report.summary(findings, fixed, fixable, job.unsafe, job.mode, stream)

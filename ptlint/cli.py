@@ -25,6 +25,32 @@ def _codes(text: str) -> list[str]:
     return items
 
 
+def _pairs(text: str) -> dict[str, list[str]]:
+    """`GLOB:RULES` pairs, comma-separated (`tests/*:PTL101,PTL113,*.ipynb:PTL1`):
+    an item without a colon adds a rule to the glob before it."""
+    out: dict[str, list[str]] = {}
+    glob = None
+    for item in (i.strip() for i in text.split(",")):
+        if ":" in item:
+            glob, _, item = item.rpartition(":")
+            glob = glob.strip()
+            item = item.strip()
+        if not glob or not item:
+            raise argparse.ArgumentTypeError(f"expected GLOB:RULES pairs, got {text!r}")
+        out.setdefault(glob, []).append(item)
+    return out
+
+
+class _Merge(argparse.Action):
+    """Repeated `GLOB:RULES` options add up."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        merged = dict(getattr(namespace, self.dest) or {})
+        for glob, codes in values.items():
+            merged[glob] = [*merged.get(glob, []), *codes]
+        setattr(namespace, self.dest, merged)
+
+
 def _globs(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
@@ -55,8 +81,10 @@ def _check_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                      help="never apply unsafe fixes, whatever the configuration says")
     fix.add_argument("--diff", action="store_true",
                      help="print the diff --fix would write; change nothing")
-    fix.add_argument("--show-fixes", action="store_true",
+    fix.add_argument("--show-fixes", action="store_true", default=None,
                      help="with --fix: list the fixes applied, per file and rule")
+    fix.add_argument("--no-show-fixes", dest="show_fixes", action="store_false",
+                     help="do not, whatever the configuration says (`show-fixes = true`)")
     fix.add_argument("--exit-non-zero-on-fix", action="store_true",
                      help="exit 1 when --fix changed a file, even if no finding remains")
     fix.add_argument("--add-noqa", action="store_true",
@@ -67,9 +95,16 @@ def _check_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        ("extend-select", "rules to run besides the selected ones"),
                        ("ignore", "rules not to run"),
                        ("fixable", "the rules whose fixes may be applied (default ALL)"),
+                       ("extend-fixable", "rules whose fixes may be applied besides those"),
                        ("unfixable", "rules whose fixes are never applied")):
         sel.add_argument(f"--{flag}", type=_codes, action="extend", default=None,
                          metavar="RULES", help=what)
+    for flag, what in (("per-file-ignores", "rules not to run on the files a glob matches, "
+                                            "e.g. 'tests/*:PTL101,PTL113' (replaces the "
+                                            "configuration's)"),
+                       ("extend-per-file-ignores", "the same, besides the configuration's")):
+        sel.add_argument(f"--{flag}", type=_pairs, action=_Merge, default=None,
+                         metavar="GLOB:RULES", help=what)
     sel.add_argument("--ignore-noqa", action="store_true",
                      help="disregard every `# noqa` comment (`# ptlint: noqa` too)")
     out = p.add_argument_group("output")
@@ -104,6 +139,11 @@ def _check_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                           "project's requirements admit, else the installed torch)")
     run.add_argument("--stdin-filename", metavar="PATH",
                      help="read standard input (without '-' too) and report it as PATH")
+    run.add_argument("--isolated", action="store_true",
+                     help="read no configuration file: defaults and these options only")
+    run.add_argument("--exclude", type=_globs, action="extend", default=None,
+                     metavar="GLOBS", help="files and folders not to lint, replacing the "
+                                           "configuration's and the defaults (comma-separated)")
     run.add_argument("--extend-exclude", type=_globs, action="extend", default=None,
                      metavar="GLOBS", help="more files and folders not to lint (comma-separated)")
     run.add_argument("--extend-include", type=_globs, action="extend", default=None,

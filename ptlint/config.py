@@ -28,8 +28,8 @@ DEFAULT_EXCLUDE = (
     "site-packages", ".ipynb_checkpoints", ".eggs", "*.egg-info",
 )
 DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
-OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit",
-                  "pylint")
+OUTPUT_FORMATS = ("full", "concise", "grouped", "json", "json-lines", "sarif", "github", "gitlab",
+                  "junit", "pylint")
 SAFETY_KEYS = {"safe": Safety.SAFE, "unsafe": Safety.UNSAFE}
 
 
@@ -57,12 +57,15 @@ class Settings:
     extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    extend_per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
     extend_exclude: list[str] = field(default_factory=list)
     include: list[str] = field(default_factory=lambda: list(DEFAULT_INCLUDE))
     extend_include: list[str] = field(default_factory=list)
     fixable: list[str] = field(default_factory=lambda: ["ALL"])
+    extend_fixable: list[str] = field(default_factory=list)
     unfixable: list[str] = field(default_factory=list)
+    show_fixes: bool = False  # with --fix, list the fixes applied (--no-show-fixes: do not)
     fix: bool = False  # `fix = true`: a run fixes as with --fix (--no-fix: it does not)
     unsafe_fixes: bool = False
     extend_safe_fixes: list[str] = field(default_factory=list)
@@ -103,15 +106,23 @@ class Settings:
         return [load(code) for code in self.rule_codes]
 
     @cached_property
+    def all_per_file_ignores(self) -> dict[str, list[str]]:
+        """`per-file-ignores` with `extend-per-file-ignores` added, glob by glob."""
+        merged = {glob: list(codes) for glob, codes in self.per_file_ignores.items()}
+        for glob, codes in self.extend_per_file_ignores.items():
+            merged[glob] = [*merged.get(glob, []), *codes]
+        return merged
+
+    @cached_property
     def _per_file(self) -> list[tuple[pathspec.PathSpec, frozenset[str]]]:
-        if not self.per_file_ignores:
+        if not self.all_per_file_ignores:
             return []
         import pathspec
 
         return [
             (pathspec.GitIgnoreSpec.from_lines([glob]),
              frozenset(expand(codes, f"per-file-ignores.{glob}", allow_syntax=True)))
-            for glob, codes in self.per_file_ignores.items()
+            for glob, codes in self.all_per_file_ignores.items()
         ]
 
     def _ignored_for(self, path: str) -> frozenset[str]:
@@ -164,7 +175,7 @@ class Settings:
             return False
         if code in set(expand(self.unfixable, "unfixable")):
             return False
-        return code in set(expand(self.fixable, "fixable"))
+        return code in set(expand([*self.fixable, *self.extend_fixable], "fixable"))
 
     @cached_property
     def _exclude(self) -> pathspec.PathSpec:
@@ -192,7 +203,7 @@ class Settings:
     def fingerprint(self) -> str:
         """What the cache key must change with."""
         return repr((sorted(self.enabled_codes), self._syntax_errors,
-                     sorted(self.per_file_ignores.items()), str(self.root),
+                     sorted(self.all_per_file_ignores.items()), str(self.root),
                      str(self.torch_version), self.extend_safe_fixes, self.extend_unsafe_fixes,
                      self.ignore_noqa))
 
@@ -261,8 +272,9 @@ def _tool_table(data: dict, path: Path) -> dict | None:
 
 # The keys that may also sit in a `lint` table (`[tool.ptlint.lint]`), as in ruff's
 # `[tool.ruff.lint]`.
-_LINT_KEYS = frozenset({"select", "extend-select", "ignore", "per-file-ignores", "fixable",
-                        "unfixable", "extend-safe-fixes", "extend-unsafe-fixes"})
+_LINT_KEYS = frozenset({"select", "extend-select", "ignore", "per-file-ignores",
+                        "extend-per-file-ignores", "fixable", "extend-fixable", "unfixable",
+                        "extend-safe-fixes", "extend-unsafe-fixes"})
 
 
 def _with_lint_table(table: dict, path: Path) -> dict:
@@ -331,8 +343,12 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> S
     for name, value in (overrides or {}).items():
         if value is None:
             continue
-        if name in ("extend_exclude", "extend_include"):  # added to the file's
+        if name in ("extend_exclude", "extend_include", "extend_fixable"):  # added to the file's
             value = [*getattr(settings, name), *value]
+        elif name == "extend_per_file_ignores":
+            value = {**settings.extend_per_file_ignores,
+                     **{glob: [*settings.extend_per_file_ignores.get(glob, []), *codes]
+                        for glob, codes in value.items()}}
         _set(settings, name, value, f"--{name.replace('_', '-')}")
     if settings.torch_version is None:
         from ptlint.target import target_version
@@ -364,7 +380,9 @@ class Configs:
 
     @classmethod
     def discover(cls, overrides: dict[str, Any], config: Path | None = None,
-                 start: Path | None = None) -> "Configs":
+                 start: Path | None = None, *, isolated: bool = False) -> "Configs":
+        if isolated:  # no configuration file: defaults and the command line
+            return cls(load_config(None, overrides), overrides)
         if config is not None:
             if not config.is_file():
                 raise ConfigError(f"{config}: no such config file")
@@ -427,7 +445,7 @@ def _set(settings: Settings, name: str, value: Any, where: str) -> None:
         settings.torch_version_source = (where if where.startswith("--") else
                                          f"torch-version in {where.rsplit(': ', 1)[0]}")
         settings.torch_version_explicit = True
-    elif name == "per_file_ignores":
+    elif name in ("per_file_ignores", "extend_per_file_ignores"):
         if not isinstance(value, dict) or not all(
             isinstance(v, list) and all(isinstance(c, str) for c in v) for v in value.values()
         ):
@@ -458,11 +476,13 @@ def validate(settings: Settings) -> None:
             f"unknown output format {settings.output_format!r} "
             f"(choose from {', '.join(OUTPUT_FORMATS)})"
         )
-    for key in ("select", "extend_select", "ignore", "fixable", "unfixable",
+    for key in ("select", "extend_select", "ignore", "fixable", "extend_fixable", "unfixable",
                 "extend_safe_fixes", "extend_unsafe_fixes"):
         expand(getattr(settings, key) or [], key.replace("_", "-"), allow_syntax=True)
+    for key in ("per_file_ignores", "extend_per_file_ignores"):
+        for glob, codes in getattr(settings, key).items():
+            expand(codes, f"{key.replace('_', '-')}.{glob}", allow_syntax=True)
     _check_cache_dir(settings)
-    settings._per_file  # validates the codes  # noqa: B018
     settings.enabled_codes  # noqa: B018
     if settings.torch_version is None:
         from ptlint.target import installed_or_newest

@@ -117,10 +117,10 @@ def show_settings(target: str, settings: Settings, stream: TextIO) -> None:
     lines = [f"Resolved settings for: {target}", f"Settings path: {where}", ""]
     lines.append(f'torch-version = "{settings.torch_version}"')
     lines.append(f"  # from {settings.torch_version_source}")
-    shown = ("select", "extend_select", "ignore", "per_file_ignores", "fix", "fixable",
-             "unfixable", "unsafe_fixes", "extend_safe_fixes", "extend_unsafe_fixes", "exclude",
-             "extend_exclude", "include", "extend_include", "respect_gitignore",
-             "force_exclude", "output_format", "cache_dir")
+    shown = ("select", "extend_select", "ignore", "per_file_ignores", "extend_per_file_ignores",
+             "fix", "fixable", "extend_fixable", "unfixable", "unsafe_fixes", "extend_safe_fixes",
+             "extend_unsafe_fixes", "show_fixes", "exclude", "extend_exclude", "include",
+             "extend_include", "respect_gitignore", "force_exclude", "output_format", "cache_dir")
     for name in shown:
         value = getattr(settings, name)
         key = name.replace("_", "-")
@@ -185,5 +185,5 @@ def progress(total: int, enabled: bool, color: str = "auto") -> Iterator[Callabl
 def progress_wanted(fmt: str, quiet: bool) -> bool:
     """A progress bar is for people: on a terminal, not in CI, not with a
     machine-readable format."""
-    return (not quiet and fmt in ("full", "concise") and not os.environ.get("CI")
+    return (not quiet and fmt in ("full", "concise", "grouped") and not os.environ.get("CI")
             and sys.stderr.isatty())

@@ -217,3 +217,73 @@ def test_fix_true_in_the_configuration_and_no_fix(cli, project):
     (project / "pyproject.toml").write_text("[tool.ptlint]\nfix = 1\n")
     bad = cli("m.py", cwd=project)
     assert bad.returncode == 2 and "fix: expected true or false" in bad.stderr
+
+
+def test_show_fixes_in_the_configuration_and_no_show_fixes(cli, project):
+    (project / "pyproject.toml").write_text("[tool.ptlint]\nshow-fixes = true\n")
+    shown = cli("m.py", "--fix", cwd=project)
+    assert "2 × PTL101 (tensor-moved-after-creation)" in shown.stdout
+    (project / "m.py").write_text(MOVED)
+    hidden = cli("m.py", "--fix", "--no-show-fixes", cwd=project)
+    assert "× PTL101" not in hidden.stdout and "Fixed 2 findings, 0 remaining." in hidden.stdout
+
+
+def test_extend_fixable_adds_to_fixable(cli, project):
+    (project / "pyproject.toml").write_text('[tool.ptlint.lint]\nfixable = ["PTL0"]\n')
+    kept = cli("m.py", "--diff", cwd=project)
+    assert kept.returncode == 0 and kept.stdout == ""  # PTL101 is not fixable here
+    assert cli("m.py", "--diff", "--extend-fixable", "PTL101", cwd=project).returncode == 1
+    (project / "pyproject.toml").write_text(
+        '[tool.ptlint.lint]\nfixable = ["PTL0"]\nextend-fixable = ["tensor-moved-after-creation"]\n')
+    assert cli("m.py", "--diff", cwd=project).returncode == 1
+    bad = cli("m.py", "--extend-fixable", "PTL9", cwd=project)
+    assert bad.returncode == 2 and "unknown rule selector 'PTL9' in extend-fixable" in bad.stderr
+
+
+def test_per_file_ignores_on_the_command_line(cli, project):
+    (project / "tests").mkdir()
+    (project / "tests" / "t.py").write_text(MOVED)
+    (project / "pyproject.toml").write_text(
+        '[tool.ptlint]\nper-file-ignores = {"m.py" = ["PTL101"]}\n'
+        'extend-per-file-ignores = {"other.py" = ["PTL1"]}\n')
+
+    def flagged(*args: str) -> set[str]:
+        out = cli(".", "--output-format", "concise", "--no-cache", *args, cwd=project)
+        return {line.split(":")[0] for line in out.stdout.splitlines() if "PTL101" in line}
+
+    assert flagged() == {"tests/t.py"}
+    # --per-file-ignores replaces the configuration's per-file-ignores
+    assert flagged("--per-file-ignores", "tests/*:PTL101") == {"m.py"}
+    # pairs add up, and a rule without a glob goes with the glob before it
+    assert flagged("--per-file-ignores", "tests/*:PTL102,PTL101", "--per-file-ignores",
+                   "m.py:PTL1") == set()
+    # --extend-per-file-ignores adds to both
+    assert flagged("--extend-per-file-ignores", "tests/*:tensor-moved-after-creation") == set()
+    settings = cli("--show-settings", "m.py", "--extend-per-file-ignores", "other.py:PTL0",
+                   cwd=project).stdout
+    assert 'extend-per-file-ignores = {"other.py": ["PTL1", "PTL0"]}' in settings
+    bad = cli(".", "--per-file-ignores", "PTL101", cwd=project)
+    assert bad.returncode == 2 and "expected GLOB:RULES pairs" in bad.stderr
+    (project / "pyproject.toml").write_text(
+        '[tool.ptlint]\nextend-per-file-ignores = {"m.py" = ["PTL9"]}\n')
+    bad = cli(".", cwd=project)
+    assert bad.returncode == 2
+    assert "unknown rule selector 'PTL9' in extend-per-file-ignores.m.py" in bad.stderr
+
+
+def test_isolated_and_exclude(cli, project):
+    (project / "pyproject.toml").write_text('[tool.ptlint]\nignore = ["PTL101"]\n')
+    assert cli("m.py", cwd=project).returncode == 0
+    isolated = cli("m.py", "--isolated", "--output-format", "concise", cwd=project)
+    assert isolated.returncode == 1 and "PTL101" in isolated.stdout
+    both = cli("m.py", "--isolated", "--config", "pyproject.toml", cwd=project)
+    assert both.returncode == 2 and "cannot be combined with --config" in both.stderr
+    (project / "skip.py").write_text(MOVED)
+    files = cli(".", "--isolated", "--exclude", "skip.py", "--show-files", cwd=project)
+    assert files.stdout.split() == ["m.py"]
+    # --exclude replaces the defaults too, as in ruff (`.venv` is linted then)
+    (project / ".venv").mkdir()
+    (project / ".venv" / "lib.py").write_text(MOVED)
+    assert cli(".", "--show-files", cwd=project).stdout.split() == ["m.py", "skip.py"]
+    assert sorted(cli(".", "--exclude", "skip.py", "--show-files", cwd=project).stdout.split()) == [
+        ".venv/lib.py", "m.py"]

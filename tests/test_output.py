@@ -155,6 +155,35 @@ def test_json_lines_and_pylint_formats(tmp_path):
         f"nb.ipynb:cell 4:2: [PTL102] {slower}",
     ]
 
+def test_grouped_format(tmp_path):
+    _write_notebook(tmp_path / "nb.ipynb")
+    (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
+    out = run_cli("train.py", "nb.ipynb", "--no-cache", "--output-format", "grouped",
+                  cwd=tmp_path)
+    assert out.returncode == 1
+    whole = json.loads(run_cli("train.py", "nb.ipynb", "--no-cache", "--output-format", "json",
+                               cwd=tmp_path).stdout)
+    slower = "`DataParallel` is slower than `DistributedDataParallel`, even on one machine"
+    # each file once, its findings indented with the positions padded to one width
+    assert out.stdout.splitlines()[:8] == [
+        "train.py:",
+        f"  6:13 PTL102 {slower}",
+        f"  7:12 PTL301 {whole[1]['message']}",
+        "",
+        "nb.ipynb:",
+        f"  cell 4:2:9 PTL102 {slower}",
+        "",
+        "Found 3 findings.",
+    ]
+    # positions of different widths line up
+    (tmp_path / "moved.py").write_text("import torch\n" + "\n" * 8 + "x = torch.zeros(3).cuda()\n"
+                                       "y = torch.ones(2).cuda()\n", encoding="utf-8")
+    moved = run_cli("moved.py", "--no-cache", "--output-format", "grouped", cwd=tmp_path)
+    created = "Tensor created on the CPU and then moved; pass `device=` to the factory instead"
+    assert moved.stdout.splitlines()[:4] == [
+        "moved.py:", f"  10:5 PTL101 {created}", f"  11:5 PTL101 {created}", ""]
+
+
 def test_a_source_kept_as_one_string_points_at_that_string(tmp_path):
     data = json.loads(json.dumps(NOTEBOOK))
     data["cells"][3]["source"] = "".join(data["cells"][3]["source"])
