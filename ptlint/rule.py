@@ -45,6 +45,7 @@ class Context:
     reports: list[Report] = field(default_factory=list)
     shared: dict = field(default_factory=dict)  # what rules work out once for all of them
     semantic: "SemanticModel | None" = None  # when an enabled rule asks for it
+    cells: tuple[int, ...] = ()  # a notebook's: the line where each cell starts in `source`
 
     def mentions(self, pattern: re.Pattern[str]) -> bool:
         """Whether the file's code, not its comments, matches `pattern`

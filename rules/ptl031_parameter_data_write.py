@@ -1,6 +1,9 @@
 """PTL031 parameter-data-write."""
 from __future__ import annotations
 
+import re
+from functools import cached_property
+
 import libcst as cst
 
 from ptlint.fixers.arguments import keyword
@@ -41,18 +44,34 @@ def _converts(value: cst.BaseExpression) -> bool:
             and value.func.attr.value in _CONVERSIONS)
 
 
+_TORCH = re.compile(r"\btorch\b")
+# `nn.init`'s deprecated names without the trailing underscore, which fill in place too
+_OLD_INITIALISERS = frozenset({"uniform", "normal", "constant", "xavier_uniform", "xavier_normal",
+                               "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse"})
+
+
+def _initialises(qualified: str) -> bool:
+    """An `nn.init` function that fills its tensor in place (`normal_`, the old
+    `normal`), not one that only reads it (`_calculate_fan_in_and_fan_out`)."""
+    name = qualified.rsplit(".", 1)[1]
+    return name.endswith("_") or name in _OLD_INITIALISERS
+
+
 class ParameterDataWrite(Rule):
     """
     ## What it does
     Flags writes to a parameter through `.data`: in-place methods
     (`p.data.copy_(x)`, `p.data.add_(...)`, `m.weight.data.normal_(0, 0.02)`),
-    item assignment (`p.data[0] = 1`), `nn.init.*_(p.data)`, augmented
+    item assignment (`p.data[0] = 1`), `nn.init.*_(p.data)` (not the
+    helpers that only read it, such as `_calculate_fan_in_and_fan_out`), augmented
     assignment (`p.data -= lr * p.grad`) and rebinding (`p.data = x`).
 
-    A parameter is an attribute named `weight` or `bias`, the loop variable
-    of `for p in model.parameters()` (also `named_parameters()`, `zip(...)`
-    of them and optimizer `param_groups`), a name or `self.` attribute
-    assigned `nn.Parameter(...)`, or a tensor created with
+    A parameter is an attribute named `weight` or `bias`, and, in a file
+    whose code names torch (the `model.parameters()` of another framework,
+    such as micrograd's or Paddle's, hold no torch parameters), the loop
+    variable of `for p in model.parameters()` (also `named_parameters()`,
+    `zip(...)` of them and optimizer `param_groups`), a name or `self.`
+    attribute assigned `nn.Parameter(...)`, or a tensor created with
     `requires_grad=True` in the same file. Reads through `.data` and writes
     to `.grad` are not flagged.
 
@@ -198,13 +217,20 @@ class ParameterDataWrite(Rule):
         if isinstance(node, cst.Attribute) and node.attr.value in _PARAM_ATTRS:
             return True
         name = dotted(node)
-        return name is not None and (name in self.params[-1] or name in self.params[0])
+        return (name is not None and (name in self.params[-1] or name in self.params[0])
+                and self._torch)
 
     # -- writes ---------------------------------------------------------------
     def _data_of_parameter(self, node: cst.BaseExpression) -> cst.Attribute | None:
         if _is_data(node) and self._is_parameter(node.value):
             return node
         return None
+
+    @cached_property
+    def _torch(self) -> bool:
+        """Whether the file's code names torch: the `model.parameters()` of another
+        framework (micrograd's values, Paddle's) hold no torch parameters."""
+        return self.context.mentions(_TORCH)
 
     def _replacement(self, data: cst.Attribute) -> cst.BaseExpression:
         if self.no_grad[-1]:
@@ -222,7 +248,7 @@ class ParameterDataWrite(Rule):
                     self.report(node, edits=[(data, self._replacement(data))])
                 return
         qualified = self.qualified_name(node.func) or ""
-        if qualified.startswith("torch.nn.init.") and node.args:
+        if qualified.startswith("torch.nn.init.") and _initialises(qualified) and node.args:
             data = self._data_of_parameter(node.args[0].value)
             if data is not None:
                 self.report(node, edits=[(data, data.value)])

@@ -1,6 +1,7 @@
 """PTL130 host-sync-in-training-loop."""
 from __future__ import annotations
 
+import bisect
 import re
 from functools import cached_property
 
@@ -9,6 +10,7 @@ import libcst as cst
 from ptlint.analysis.dataflow import (SYNC_METHODS, Assignment, assignments, closure, key_of,
                                      last_name, loss_keys, value_keys)
 from ptlint.analysis.semantic import BACKWARD, STEP, Function, Loop
+from ptlint.analysis.walk import descendants
 from ptlint.rule import Rule, code_matches
 
 _BUILTINS = {"builtins.print": "print", "builtins.float": "float", "builtins.int": "int",
@@ -81,8 +83,11 @@ class HostSyncInTrainingLoop(Rule):
     to the device is not an output. A call of a helper defined in the same
     file that runs the backward pass or the step counts as one. Files whose
     code (comments aside) never mentions `cuda`, a `device` or an
-    accelerator but to seed it (`torch.cuda.manual_seed_all(0)`), and trainer classes that do not (when the file's top-level
-    code does not either), are skipped: on the CPU these calls are cheap.
+    accelerator but to seed it (`torch.cuda.manual_seed_all(0)`), and trainer
+    classes that do not (when the file's top-level code does not either), are
+    skipped: on the CPU these calls are cheap. In a notebook, whose cells run
+    in order, the cells that count are those up to the one holding the loop
+    (or its function), and the later cells that call that function.
 
     ## Why is this bad?
     CUDA kernels run asynchronously: the Python loop normally queues the next
@@ -156,7 +161,7 @@ class HostSyncInTrainingLoop(Rule):
         tainted: dict[Loop, _Taint] = {}
         for site, what, keys, loss_only in self.calls:
             hot = site.ctx.hot_loop()
-            if hot is None or site.periodic_within(hot) or not self._on_device(hot.function):
+            if hot is None or site.periodic_within(hot) or not self._on_device(hot.function, hot.node):
                 continue
             if hot not in tainted:
                 tainted[hot] = _Taint(hot)
@@ -168,11 +173,14 @@ class HostSyncInTrainingLoop(Rule):
                 self.report(site.node, message=(
                     f"`{what}`{of} in the training loop waits for the device on every step"))
 
-    def _on_device(self, function: Function) -> bool:
+    def _on_device(self, function: Function, loop: cst.CSTNode) -> bool:
         """Whether the file mentions a device; for a loop in a class (a trainer),
-        whether that class or the file's top-level code does."""
+        whether that class or the file's top-level code does; in a notebook, see
+        `_in_cells`."""
         chain = list(function.outward())
         trainers = [f.node for f in chain if type(f.node) is cst.ClassDef]
+        if not trainers and self.context.cells:
+            return self._in_cells(chain, loop)
         if not trainers:
             return self._once("file", lambda: _mentions_device(self.context.source))
         code = chain[-1].node.code_for_node
@@ -180,6 +188,47 @@ class HostSyncInTrainingLoop(Rule):
             _mentions_device(code(s)) for s in chain[-1].node.body
             if not isinstance(s, (cst.FunctionDef, cst.ClassDef)))) or self._once(
             id(trainers[-1]), lambda: _mentions_device(code(trainers[-1])))
+
+    def _in_cells(self, chain: list[Function], loop: cst.CSTNode) -> bool:
+        """In a notebook, whose cells run in order: whether the cells up to the
+        one holding the loop (or the function around it) mention a device, or a
+        later cell that calls that function does (before a cell defines it anew)."""
+        outer = chain[-2].node if len(chain) > 1 else loop
+        texts, first = self._cell_texts, self._cell_of(chain[-1].node, outer)
+
+        def mentions(k: int) -> bool:
+            return self._once(("cell", k), lambda: _mentions_device(texts[k]))
+
+        if any(mentions(k) for k in range(first + 1)):
+            return True
+        if type(outer) is not cst.FunctionDef:
+            return False
+        name = re.escape(outer.name.value)
+        called, defined = re.compile(rf"\b{name}\s*\("), re.compile(rf"(?m)^def\s+{name}\b")
+        for k in range(first + 1, len(texts)):
+            if defined.search(texts[k]):  # the cells from here on call the new definition
+                return False
+            if code_matches(called, texts[k]) and mentions(k):
+                return True
+        return False
+
+    @cached_property
+    def _cell_texts(self) -> list[str]:
+        starts = self.context.cells
+        lines = self.context.source.splitlines(keepends=True)
+        return ["".join(lines[a - 1:b - 1])
+                for a, b in zip(starts, [*starts[1:], len(lines) + 1])]
+
+    def _cell_of(self, module: cst.Module, node: cst.CSTNode) -> int:
+        """The cell of the top-level statement that holds `node` (the last cell
+        when none is found)."""
+        line = 1 + len(module.header)
+        for statement in module.body:
+            if statement is node or any(n is node for n in descendants(statement)):
+                start = line + len(statement.leading_lines)
+                return bisect.bisect_right(self.context.cells, start) - 1
+            line += module.code_for_node(statement).count("\n")
+        return len(self.context.cells) - 1
 
     def _once(self, key: object, answer) -> bool:
         """`answer()`, asked once per file for each key (the file, its top level, a class)."""

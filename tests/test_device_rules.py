@@ -209,6 +209,47 @@ def test_ptl130_a_device_named_only_in_a_comment_or_seeded_is_no_device(cli, tmp
             for f in json.loads(proc.stdout)] == [("gpu.py", 11)]
 
 
+LOOP_CELL = """\
+def training_loop(model, optimizer, batches):
+    for x in batches:
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
+"""
+
+
+def _notebook(path: Path, *cells: str) -> Path:
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None}
+        for c in cells]}), encoding="utf-8")
+    return path
+
+
+def test_ptl130_in_a_notebook_only_cells_run_before_the_loop_or_calling_it_count(cli, tmp_path):
+    setup = ("import torch\nmodel = torch.nn.Linear(2, 1)\n"
+             "opt = torch.optim.SGD(model.parameters(), 0.1)\n")
+    call = "training_loop(model, opt, torch.randn(10, 4, 2))\n"
+    device = "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+    moved = LOOP_CELL.replace("model(x)", "model(x.to(device))")
+    # the loop runs on the CPU; a later cell picks a device for the next version of it
+    _notebook(tmp_path / "book.ipynb", setup, LOOP_CELL, call, device, moved,
+              "model.to(device)\n" + call)
+    # the device is picked in a cell that calls the loop defined before it
+    _notebook(tmp_path / "later.ipynb", setup, LOOP_CELL, device + "model.to(device)\n" + call)
+    # no cell that runs the loop mentions a device
+    _notebook(tmp_path / "cpu.ipynb", setup, LOOP_CELL, call, device)
+    # a loop in top-level code, after the cell that picks the device
+    _notebook(tmp_path / "top.ipynb", setup, device,
+              LOOP_CELL.replace("def training_loop(model, optimizer, batches):\n", "batches = []\n")
+              .replace("\n    ", "\n").replace("optimizer.", "opt.").lstrip())
+    proc = cli(".", "--select", "PTL130", "--output-format", "concise", cwd=tmp_path)
+    assert sorted(line.split(": PTL130")[0] for line in proc.stdout.splitlines()
+                  if "PTL130" in line) == [
+        "book.ipynb:cell 5:7:15", "later.ipynb:cell 2:7:15", "top.ipynb:cell 3:7:11"]
+
+
 PREDICT = """\
     import torch
     from torch.utils.data import DataLoader

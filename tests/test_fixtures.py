@@ -66,3 +66,16 @@ def test_fixture_files_compile(folder):
         path = folder / name
         if path.exists():
             compile(path.read_text(encoding="utf-8"), str(path), "exec")
+
+
+def test_ptl031_only_where_the_code_names_torch():
+    # micrograd's `Value.data` in a training loop: no torch parameter, in a file that
+    # never names torch (a comment does not count)
+    micrograd = ("# a tiny autograd engine, like torch's\n"
+                 "def train(model, loss):\n"
+                 "    for p in model.parameters():\n"
+                 "        p.data -= 0.1 * p.grad\n")
+    assert lint_text(micrograd, "mg.py", settings_for("PTL031")).findings == []
+    with_torch = "import torch\n" + micrograd
+    assert [f.code for f in lint_text(with_torch, "t.py", settings_for("PTL031")).findings] == [
+        "PTL031"]

@@ -38,9 +38,11 @@ def lint_text(
     *,
     timings: dict[str, float] | None = None,
     parser: "Reparser | None" = None,
+    cells: tuple[int, ...] = (),
 ) -> LintResult:
     """Lint one module's text. Never raises for bad input. `parser` (an editor's
-    document) re-parses only what changed since the text it last parsed."""
+    document) re-parses only what changed since the text it last parsed. `cells`:
+    for a notebook's cells joined into one module, the line where each starts."""
     result = LintResult()
     directives = Directives() if settings.ignore_noqa else Directives.read(text)
     result.notices = directives.notices(path)
@@ -51,7 +53,7 @@ def lint_text(
         codes = [c for c in codes if c not in directives.file]
     ran = set(codes)
     rules = settings.rules_to_run(codes, text)
-    if not _run_rules(text, path, settings, rules, directives, result, timings, parser):
+    if not _run_rules(text, path, settings, rules, directives, result, timings, parser, cells):
         return result
     if settings.is_enabled(UNUSED_NOQA, path) and not result.errors and UNUSED_NOQA not in (
         directives.file or ()
@@ -64,7 +66,8 @@ def lint_text(
 
 def _run_rules(text: str, path: str, settings: "Settings", rules: list[type[Rule]],
                directives: Directives, result: LintResult,
-               timings: dict[str, float] | None, parser: "Reparser | None" = None) -> bool:
+               timings: dict[str, float] | None, parser: "Reparser | None" = None,
+               cells: tuple[int, ...] = ()) -> bool:
     """Run `rules` on the text into `result`, suppressions applied; False when
     the text does not parse (its PTL000 finding or error is in `result`)."""
     clock = time.perf_counter
@@ -99,7 +102,7 @@ def _run_rules(text: str, path: str, settings: "Settings", rules: list[type[Rule
 
     names = NameResolver()
     context = Context(path=path, source=text, names=names, torch_version=settings.torch_version,
-                      timings=timings)
+                      timings=timings, cells=cells)
     instances = []
     for rule in rules:
         try:

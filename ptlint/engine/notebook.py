@@ -142,7 +142,7 @@ def _fix(cells: list[Cell], path: str, settings: "Settings", *, unsafe: bool,
         if first is not None and applied == 0 and not rejected:
             result = first
         else:
-            result = lint_text(layout.joined, path, settings)
+            result = lint_text(layout.joined, path, settings, cells=tuple(layout.first_lines))
         mapped: dict[int, tuple[Finding, list[tuple[int, Edit]]]] = {}
         for f in result.findings:
             if f.fix is None or (f.code, f.span) in rejected or not settings.fix_allowed(
@@ -173,7 +173,7 @@ def _fix(cells: list[Cell], path: str, settings: "Settings", *, unsafe: bool,
         codes.update(mapped[id(fix)][0].code for fix in chosen)
         texts = new
     layout = Layout(texts)
-    result = lint_text(layout.joined, path, settings)
+    result = lint_text(layout.joined, path, settings, cells=tuple(layout.first_lines))
     errors.append(f"{path}: fixes did not converge after {MAX_FIX_PASSES} passes")
     result.errors[:0] = errors
     return texts, applied, result, errors
@@ -299,12 +299,13 @@ def lint_cells(code_cells: list[tuple[int, str]], path: str, settings: "Settings
     if not settings.is_enabled("PTL000", path):
         cells = joined_parses(cells)  # no PTL000 would tell that the module does not parse
     layout = Layout([c.text for c in cells])
-    first = lint_text(layout.joined, path, settings, timings=timings)
+    first = lint_text(layout.joined, path, settings, timings=timings,
+                      cells=tuple(layout.first_lines))
     if any(f.code == "PTL000" for f in first.findings):
         # every cell compiles, yet LibCST rejects the module: find the cells it rejects
         cells = joined_parses(cells)
         layout = Layout([c.text for c in cells])
-        first = lint_text(layout.joined, path, settings)
+        first = lint_text(layout.joined, path, settings, cells=tuple(layout.first_lines))
     return CellLint(path, settings, cells, broken, skipped, layout, first)
 
 
