@@ -65,3 +65,62 @@ def test_rules_see_torch_through_a_star_import(cli, tmp_path):
     proc = cli(str(tmp_path / "train.py"), "--select", "PTL101", "--output-format", "concise",
                "--no-cache")
     assert proc.returncode == 1 and "train.py:4:12: PTL101" in proc.stdout, proc.stdout
+
+
+MARIMO = '''\
+import marimo
+
+app = marimo.App()
+
+
+@app.cell
+def _():
+    import torch as T
+    from torch import nn
+    return T, nn
+
+
+@app.cell(hide_code=True)
+def _(T, nn):
+    a = T.zeros(3)
+    b = nn.Linear(2, 2)
+    def helper(T):
+        return T.zeros(1)
+    return a, b
+
+
+def plain(T):
+    return T.zeros(2)
+'''
+
+
+def test_a_marimo_cell_gets_the_modules_other_cells_import_as_parameters():
+    # the cells' parameters; a nested function's and a plain function's are theirs
+    assert _resolve_all(MARIMO, "T.zeros") == ["torch.zeros", None, None]
+    assert _resolve_all(MARIMO, "nn.Linear") == ["torch.nn.Linear"]
+    # without `import marimo` the same functions are plain functions
+    assert _resolve_all(MARIMO.replace("import marimo\n", ""), "T.zeros") == [None, None, None]
+
+
+def test_a_fix_that_adds_an_import_is_not_offered_in_a_marimo_notebook():
+    from ptlint.engine.fix import imports_unreachable
+    from ptlint.model import Fix, Safety
+
+    fix = Fix("t", Safety.SAFE, (), ("import torch",))
+    assert imports_unreachable(MARIMO, fix)
+    assert not imports_unreachable(MARIMO.replace("import marimo\n", ""), fix)
+    assert not imports_unreachable(MARIMO, Fix("t", Safety.SAFE, ()))
+
+
+def test_a_top_level_rebinding_replaces_an_import_but_none_does_not():
+    # `import model` then `model = model.RNNModel()`: the name holds the instance
+    clash = "import model\nmodel = model.RNNModel()\nmodel.eval()\n"
+    assert _resolve_all(clash, "model.eval") == [None]
+    # an optional dependency: the import stays what the name means
+    optional = ("try:\n    import apex.amp as amp\nexcept ImportError:\n    amp = None\n"
+                "amp.initialize()\n")
+    assert _resolve_all(optional, "amp.initialize") == ["apex.amp.initialize"]
+    # a fallback class defined where the import failed, the same
+    fallback = ("try:\n    import apex.amp as amp\nexcept ImportError:\n"
+                "    class amp:\n        pass\namp.initialize()\n")
+    assert _resolve_all(fallback, "amp.initialize") == ["apex.amp.initialize"]

@@ -653,3 +653,36 @@ def test_a_notebook_without_code_cells():
     for mode in ("check", "fix", "diff"):
         out = process(Path("x.ipynb"), "PTL102", mode=mode, data=data)
         assert out.findings == [] and out.errors == [] and out.new_text is None
+
+
+MARIMO_NOTEBOOK = '''\
+import marimo
+
+app = marimo.App()
+
+
+@app.cell
+def _():
+    import torch
+    return (torch,)
+
+
+@app.cell
+def _(torch):
+    x = torch.zeros(3).cuda()
+    return (x,)
+
+
+if __name__ == "__main__":
+    app.run()
+'''
+
+
+def test_a_marimo_notebook_is_linted_and_fixed_in_its_cells(tmp_path):
+    (tmp_path / "nb.py").write_text(MARIMO_NOTEBOOK, encoding="utf-8")
+    found = run_cli("nb.py", "--no-cache", "--output-format", "concise", cwd=tmp_path)
+    assert found.returncode == 1 and "nb.py:14:9: PTL101 " in found.stdout
+    fixed = run_cli("nb.py", "--no-cache", "--fix", cwd=tmp_path)
+    assert fixed.returncode == 0
+    assert (tmp_path / "nb.py").read_text(encoding="utf-8") == MARIMO_NOTEBOOK.replace(
+        "torch.zeros(3).cuda()", 'torch.zeros(3, device="cuda")')

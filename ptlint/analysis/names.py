@@ -68,12 +68,75 @@ def _import_module(node: cst.ImportFrom) -> str | None:
     return dotted(node.module)
 
 
+def _imported(node: cst.Import | cst.ImportFrom) -> Iterator[tuple[str, str]]:
+    """(the name bound, what it means) for each name an import binds (`_LOCAL`
+    for a relative import's); nothing for `from x import *`."""
+    if type(node) is cst.Import:
+        for alias in node.names:
+            full = dotted(alias.name)
+            if full is None:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                yield alias.asname.name.value, full
+            else:
+                head = full.split(".", 1)[0]
+                yield head, head
+        return
+    if isinstance(node.names, cst.ImportStar):
+        return
+    module = _import_module(node)
+    for alias in node.names:
+        name = dotted(alias.name)
+        if name is None:
+            continue
+        local = name
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            local = alias.asname.name.value
+        yield local, f"{module}.{name}" if module else _LOCAL
+
+
+def _is_marimo_cell(node: cst.FunctionDef) -> bool:
+    """`@app.cell` or `@app.cell(...)`: a cell of a marimo notebook."""
+    for decorator in node.decorators:
+        func = decorator.decorator
+        func = func.func if type(func) is cst.Call else func
+        if type(func) is cst.Attribute and func.attr.value == "cell":
+            return True
+    return False
+
+
+def marimo_imports(module: cst.Module) -> dict[str, str]:
+    """In a marimo notebook (a `.py` file that imports marimo, each cell a
+    function decorated with `@app.cell`): the modules its cells import, by the
+    name each binds. A cell gets the names other cells define as parameters,
+    so a parameter `torch` is the module some cell imported."""
+    def imports_marimo(statement: cst.CSTNode) -> bool:
+        return type(statement) is cst.SimpleStatementLine and any(
+            type(small) is cst.Import and any(dotted(a.name) == "marimo" for a in small.names)
+            for small in statement.body)
+
+    if not any(imports_marimo(statement) for statement in module.body):
+        return {}
+    found: dict[str, str] = {}
+    for cell in module.body:
+        if type(cell) is not cst.FunctionDef or not _is_marimo_cell(cell):
+            continue
+        for statement in getattr(cell.body, "body", ()):
+            if type(statement) is cst.SimpleStatementLine:
+                for small in statement.body:
+                    if type(small) in (cst.Import, cst.ImportFrom):
+                        found.update((k, v) for k, v in _imported(small) if v != _LOCAL)
+    return found
+
+
 class NameResolver(Visitor):
     """Scope stack plus the visit/leave hooks that maintain it."""
 
     def __init__(self) -> None:
         super().__init__()
         self.scopes: list[Scope] = [Scope()]
+        self.cell_imports: dict[str, str] = {}  # a marimo notebook's (see marimo_imports)
+        self.excepting = 0  # `except` blocks the walk is in
 
     # -- queries -------------------------------------------------------
     def lookup(self, name: str, scope: Scope | None = None) -> str | None:
@@ -112,10 +175,14 @@ class NameResolver(Visitor):
         return ".".join(reversed(parts))
 
     # -- bindings ------------------------------------------------------
-    def bind(self, name: str, qualified: str = _LOCAL) -> None:
+    def bind(self, name: str, qualified: str = _LOCAL, *, fallback: bool = False) -> None:
+        """A top-level binding replaces an import of the same name (`import model`,
+        then `model = model.RNNModel()`), unless it is a fallback for the import
+        (`except ImportError: torch = None`, or a class or function defined in
+        an `except` block; `fallback`: the value is `None`)."""
         bindings = self.scopes[-1].bindings
-        if qualified == _LOCAL and bindings.get(name) and len(self.scopes) == 1:
-            # `try: import torch` / `except ImportError: torch = None` keeps the import
+        if (qualified == _LOCAL and (fallback or self.excepting) and bindings.get(name)
+                and len(self.scopes) == 1):
             return
         bindings[name] = qualified
 
@@ -130,33 +197,22 @@ class NameResolver(Visitor):
                 self.bind(star.name.value)
 
     # -- entry hooks (run before every rule) ---------------------------
+    def visit_Module(self, node: cst.Module) -> None:
+        self.cell_imports = marimo_imports(node)
+
     def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            full = dotted(alias.name)
-            if full is None:
-                continue
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.bind(alias.asname.name.value, full)
-            else:
-                head = full.split(".", 1)[0]
-                self.bind(head, head)
+        for name, qualified in _imported(node):
+            self.bind(name, qualified)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        module = _import_module(node)
         if isinstance(node.names, cst.ImportStar):
             # `from utils import *` brings what utils imported: a module-level
             # `torch` the file does not bind itself is the torch module
             if len(self.scopes) == 1 and "torch" not in self.scopes[0].bindings:
                 self.bind("torch", "torch")
             return
-        for alias in node.names:
-            name = dotted(alias.name)
-            if name is None:
-                continue
-            local = name
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                local = alias.asname.name.value
-            self.bind(local, f"{module}.{name}" if module else _LOCAL)
+        for name, qualified in _imported(node):
+            self.bind(name, qualified)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         alias = None
@@ -164,9 +220,12 @@ class NameResolver(Visitor):
             # `nn = torch.nn` / `F = torch.nn.functional`: a module alias
             if isinstance(node.value, (cst.Name, cst.Attribute)):
                 alias = self.qualified_name(node.value)
+        fallback = type(node.value) is cst.Name and node.value.value == "None"
+        if fallback:
+            alias = None  # `x = None` names no module
         for target in node.targets:
             for name in target_names(target.target):
-                self.bind(name, alias or _LOCAL)
+                self.bind(name, alias or _LOCAL, fallback=fallback)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
@@ -191,6 +250,7 @@ class NameResolver(Visitor):
                 self.bind(name)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        self.excepting += 1
         if node.name is not None and isinstance(node.name.name, cst.Name):
             self.bind(node.name.name.value)
 
@@ -198,6 +258,11 @@ class NameResolver(Visitor):
         self.bind(node.name.value)
         self._push()
         self._bind_params(node.params)
+        if self.cell_imports and len(self.scopes) == 2 and _is_marimo_cell(node):
+            for param in node.params.params:  # what the other cells imported
+                qualified = self.cell_imports.get(param.name.value)
+                if qualified is not None:
+                    self.bind(param.name.value, qualified)
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         self._push()
@@ -238,6 +303,9 @@ class ScopeExit(Visitor):
 
     # named methods, not aliases of `_pop`: LibCST's `get_visitors` drops a
     # method whose `__name__` does not start with `leave_`
+    def leave_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        self.resolver.excepting -= 1
+
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._pop(node)
 
