@@ -11,8 +11,8 @@ from ptlint.fixers.arguments import argument, has_star_args, keyword, positional
 from ptlint.model import Safety
 from ptlint.rule import Rule
 from ptlint.rules._creation import (
-    CASTS, FACTORIES, LEGACY, LIKE, NEW, RANDOM, VIEWS, Chain, device_string, is_cpu_string,
-    literal_legacy, named_like_device, on_device, unwind,
+    CASTS, FACTORIES, FILLS, LEGACY, LIKE, NEW, RANDOM, RANDOM_FILLS, VIEWS, Chain, device_string,
+    is_cpu_string, literal_legacy, named_like_device, on_device, unwind,
 )
 
 # `.to()`/`.cuda()` keywords that a factory has no use for once it creates on the device.
@@ -96,7 +96,8 @@ class TensorMovedAfterCreation(Rule):
       `if x.is_cuda: x = x.cuda()`, or `x = x.long().to(device)` (casts and
       views on the way), also in a tuple (`x, z = x.cuda(), z.cuda()`);
       items set to a number in between (`x[0, 0] = 0`,
-      `x[:, 0] = math.inf`) do not count,
+      `x[:, 0] = math.inf`) do not count, nor does filling it in place
+      (`x.normal_(0, 1)`, `x.zero_()`: the move is reported without a fix),
       since setting them on the device is a small kernel where the move
       copies the whole tensor; also several tensors created one after
       another and then moved together, by consecutive moves or in one `if`
@@ -522,6 +523,9 @@ class TensorMovedAfterCreation(Rule):
         return named_like_device(node)
 
 
+IN_PLACE_FILLS = frozenset(f for f in FILLS | RANDOM_FILLS if f.endswith("_"))
+
+
 def _target_and_value(statement: cst.CSTNode) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
     """(target, value) of `target = value` as a statement of its own."""
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
@@ -587,7 +591,14 @@ def _moved(target: cst.BaseExpression, value: cst.BaseExpression) -> tuple[str, 
 
 def _fills(statement: cst.CSTNode, names: dict[str, Chain]) -> bool:
     """`x[0, 0] = 0`: items of a tensor just created set to a number or a name
-    (`math.inf`), at an index without calls: the same on either device."""
+    (`math.inf`), at an index without calls: the same on either device; or the
+    tensor filled in place, `x.normal_(0, 1)` (the move is reported without a fix)."""
+    if (type(statement) is cst.SimpleStatementLine and len(statement.body) == 1
+            and type(statement.body[0]) is cst.Expr):
+        call = statement.body[0].value
+        return (type(call) is cst.Call and type(call.func) is cst.Attribute
+                and type(call.func.value) is cst.Name and call.func.value.value in names
+                and call.func.attr.value in IN_PLACE_FILLS)
     assigned = _target_and_value(statement)
     if assigned is None:
         return False

@@ -43,8 +43,8 @@ class SaveWholeModule(Rule):
     of a module class defined in the same file (also after `.to(device)`,
     `.cuda()`, `.eval()`, ...), a name annotated `nn.Module`, or a name whose
     binding has a method only modules have called on it (`.parameters()`,
-    `.named_modules()`, ...). A module as a value of a dict literal being
-    saved is flagged too, and so is `model.module` of such a name (the model
+    `.named_modules()`, ...). A module as a value of a dict literal, or an
+    item of a list or tuple literal, being saved is flagged too, and so is `model.module` of such a name (the model
     inside a `DataParallel` or `DistributedDataParallel` wrapper).
 
     ## Why is this bad?
@@ -209,6 +209,8 @@ class SaveWholeModule(Rule):
         values = [obj.value]
         if isinstance(obj.value, cst.Dict):
             values = [e.value for e in obj.value.elements if isinstance(e, cst.DictElement)]
+        elif isinstance(obj.value, (cst.List, cst.Tuple)):  # `[model, criterion, optimizer]`
+            values = [e.value for e in obj.value.elements if isinstance(e, cst.Element)]
         for value in values:
             # `model.module`: the model inside a `DataParallel`/DDP wrapper (or a
             # submodule of a module): a module when `model` holds one
