@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ptlint import __version__
-from ptlint.config import OUTPUT_FORMATS
+from ptlint.config import OUTPUT_FORMATS, merge_globs
 from ptlint.report import error
 
 COMMANDS = ("check", "rule", "rules", "clean", "verify", "server")
@@ -45,10 +45,7 @@ class _Merge(argparse.Action):
     """Repeated `GLOB:RULES` options add up."""
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
-        merged = dict(getattr(namespace, self.dest) or {})
-        for glob, codes in values.items():
-            merged[glob] = [*merged.get(glob, []), *codes]
-        setattr(namespace, self.dest, merged)
+        setattr(namespace, self.dest, merge_globs(getattr(namespace, self.dest) or {}, values))
 
 
 def _globs(text: str) -> list[str]:

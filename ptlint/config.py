@@ -47,6 +47,15 @@ def needed_codes(text: str, codes: Sequence[str]) -> list[str]:
     return [c for c in codes if not LOAD[c][1] or any(map(has, LOAD[c][1]))]
 
 
+def merge_globs(*tables: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Tables of glob = [codes] merged, the codes of a glob in several added up."""
+    merged: dict[str, list[str]] = {}
+    for table in tables:
+        for glob, codes in table.items():
+            merged[glob] = [*merged.get(glob, []), *codes]
+    return merged
+
+
 class ConfigError(Exception):
     """A configuration the user must correct; the message names the file and key."""
 
@@ -108,10 +117,7 @@ class Settings:
     @cached_property
     def all_per_file_ignores(self) -> dict[str, list[str]]:
         """`per-file-ignores` with `extend-per-file-ignores` added, glob by glob."""
-        merged = {glob: list(codes) for glob, codes in self.per_file_ignores.items()}
-        for glob, codes in self.extend_per_file_ignores.items():
-            merged[glob] = [*merged.get(glob, []), *codes]
-        return merged
+        return merge_globs(self.per_file_ignores, self.extend_per_file_ignores)
 
     @cached_property
     def _per_file(self) -> list[tuple[pathspec.PathSpec, frozenset[str]]]:
@@ -346,9 +352,7 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> S
         if name in ("extend_exclude", "extend_include", "extend_fixable"):  # added to the file's
             value = [*getattr(settings, name), *value]
         elif name == "extend_per_file_ignores":
-            value = {**settings.extend_per_file_ignores,
-                     **{glob: [*settings.extend_per_file_ignores.get(glob, []), *codes]
-                        for glob, codes in value.items()}}
+            value = merge_globs(settings.extend_per_file_ignores, value)
         _set(settings, name, value, f"--{name.replace('_', '-')}")
     if settings.torch_version is None:
         from ptlint.target import target_version
@@ -483,6 +487,7 @@ def validate(settings: Settings) -> None:
         for glob, codes in getattr(settings, key).items():
             expand(codes, f"{key.replace('_', '-')}.{glob}", allow_syntax=True)
     _check_cache_dir(settings)
+    settings._per_file  # noqa: B018 - builds the globs' patterns
     settings.enabled_codes  # noqa: B018
     if settings.torch_version is None:
         from ptlint.target import installed_or_newest
