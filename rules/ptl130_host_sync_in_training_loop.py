@@ -11,6 +11,7 @@ from ptlint.analysis.dataflow import (SYNC_METHODS, Assignment, assignments, clo
                                      last_name, loss_keys, value_keys)
 from ptlint.analysis.semantic import BACKWARD, STEP, Function, Loop
 from ptlint.analysis.walk import descendants
+from ptlint.io.ipython import lines_of
 from ptlint.rule import Rule, code_matches
 
 _BUILTINS = {"builtins.print": "print", "builtins.float": "float", "builtins.int": "int",
@@ -161,7 +162,8 @@ class HostSyncInTrainingLoop(Rule):
         tainted: dict[Loop, _Taint] = {}
         for site, what, keys, loss_only in self.calls:
             hot = site.ctx.hot_loop()
-            if hot is None or site.periodic_within(hot) or not self._on_device(hot.function, hot.node):
+            if (hot is None or site.periodic_within(hot)
+                    or not self._on_device(hot.function, hot.node)):
                 continue
             if hot not in tainted:
                 tainted[hot] = _Taint(hot)
@@ -215,7 +217,7 @@ class HostSyncInTrainingLoop(Rule):
     @cached_property
     def _cell_texts(self) -> list[str]:
         starts = self.context.cells
-        lines = self.context.source.splitlines(keepends=True)
+        lines = lines_of(self.context.source)  # as the cells were counted
         return ["".join(lines[a - 1:b - 1])
                 for a, b in zip(starts, [*starts[1:], len(lines) + 1])]
 
@@ -227,7 +229,7 @@ class HostSyncInTrainingLoop(Rule):
             if statement is node or any(n is node for n in descendants(statement)):
                 start = line + len(statement.leading_lines)
                 return bisect.bisect_right(self.context.cells, start) - 1
-            line += module.code_for_node(statement).count("\n")
+            line += len(lines_of(module.code_for_node(statement)))
         return len(self.context.cells) - 1
 
     def _once(self, key: object, answer) -> bool:
