@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ptlint import report
-from ptlint.config import ConfigError, Configs
+from ptlint.config import TEXT_FORMATS, ConfigError, Configs
 from ptlint.report import error
 
 if TYPE_CHECKING:
@@ -191,10 +191,10 @@ def _findings(args, job: "Job", outcomes, findings, fixed: int, errors, stream: 
         report.statistics(findings, fixable, job.unsafe, fmt, stream)
     else:
         _render(findings, outcomes, fmt, stream, errors, args.color)
-    if (job.mode == "fix" and job.settings.show_fixes and fmt in ("full", "concise", "grouped")
+    if (job.mode == "fix" and job.settings.show_fixes and fmt in TEXT_FORMATS
             and not args.quiet):
         report.fixes_made(outcomes, stream)
-    if not args.quiet and fmt in ("full", "concise", "grouped") and (
+    if not args.quiet and fmt in TEXT_FORMATS and (
         findings or not errors or job.mode == "fix"
     ):
         report.summary(findings, fixed, fixable, job.unsafe, job.mode, stream)

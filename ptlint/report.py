@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, TextIO
 
-from ptlint.config import Settings
+from ptlint.config import TEXT_FORMATS, Settings
 
 _PLURAL = {"finding": "findings", "directive": "directives", "file": "files"}
 
@@ -185,5 +185,5 @@ def progress(total: int, enabled: bool, color: str = "auto") -> Iterator[Callabl
 def progress_wanted(fmt: str, quiet: bool) -> bool:
     """A progress bar is for people: on a terminal, not in CI, not with a
     machine-readable format."""
-    return (not quiet and fmt in ("full", "concise", "grouped") and not os.environ.get("CI")
+    return (not quiet and fmt in TEXT_FORMATS and not os.environ.get("CI")
             and sys.stderr.isatty())
