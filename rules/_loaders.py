@@ -21,7 +21,8 @@ one batch (`batch_size=len(dataset)`), and a loader never iterated nor passed on
 Loaders are named by their variable (`loader`, `self.loader`), per function; a
 plain name bound to a second `DataLoader(...)` is a new loader from there on
 (uses after the rebinding are the new one's). A loader's dataset is a
-`TensorDataset` when it is built in place, bound to a variable, or comes
+`TensorDataset` when it is built in place, bound to a variable, made by a
+function of the file every return of which gives one, or comes
 through a parameter of a function every call of which in the file passes one;
 it is held in memory like one when it is an instance of a class of the file
 whose `__getitem__` only indexes and converts attributes that no other method
@@ -181,6 +182,7 @@ class LoaderRule(TracksTests, Rule):
         self._generation: dict[Key, int] = {}  # how many loaders a plain name was bound to
         self._functions: list[tuple[str, list[str]]] = []  # enclosing functions, parameters
         self._defined: dict[str, int] = {}  # function name -> how many definitions
+        self._returns: dict[str, list[bool]] = {}  # function name -> each return a TensorDataset
         # function name -> per call: {position or keyword: a TensorDataset is passed}
         self._calls: dict[str, list[dict[int | str, bool] | None]] = {}
         self._instances: dict[Key, str] = {}  # variable -> the class of the file it holds
@@ -290,6 +292,9 @@ class LoaderRule(TracksTests, Rule):
             self._aliases[self.key(name)] = self.key(inner[0])
 
     def visit_Return(self, node: cst.Return) -> None:
+        if self._functions:
+            self._returns.setdefault(self._functions[-1][0], []).append(
+                node.value is not None and self._is_tensor_dataset(node.value))
         if node.value is not None:
             for value in _names_or_calls(node.value):
                 self._use(value, "passed")
@@ -344,6 +349,28 @@ class LoaderRule(TracksTests, Rule):
     def visit_CompFor(self, node: cst.CompFor) -> None:
         for item in _wrapped(node.iter):
             self._use(item, "iterated")
+
+    def _comprehension(self, node: cst.BaseComp | cst.DictComp) -> None:
+        """`tuple(t.to(device) for t in batch)`, `{k: v.cuda() for k, v in batch.items()}`
+        in a loop: what the comprehension goes over is still the batch (its parts
+        are seen before its `for`)."""
+        if not self._loops:
+            return
+        batch = self._loops[-1].batch
+        comp: cst.CompFor | None = node.for_in
+        while comp is not None:
+            if root(comp.iter) in batch:
+                batch.update(_names(comp.target))
+            comp = comp.inner_for_in
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._comprehension(node)
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._comprehension(node)
+
+    def visit_DictComp(self, node: cst.DictComp) -> None:
+        self._comprehension(node)
 
     def _moves_to_device(self, node: cst.Call) -> bool:
         func = node.func
@@ -452,6 +479,12 @@ class LoaderRule(TracksTests, Rule):
         name = dotted(dataset)
         return self._instances.get(self.key(name)) if name is not None else None
 
+    def _makes_tensor_datasets(self, name: str | None) -> bool:
+        """A function of the file (one definition) every `return` of which gives a
+        `TensorDataset`: `dataset = load_examples(...)`."""
+        returns = self._returns.get(name or "")
+        return bool(returns) and all(returns) and self._defined.get(name or "") == 1
+
     def methods(self, class_name: str | None, name: str) -> list[cst.FunctionDef]:
         """The methods `name` of the file's classes `class_name` (all definitions)."""
         return [statement for cls in self.classes.get(class_name or "", ())
@@ -523,7 +556,8 @@ class LoaderRule(TracksTests, Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         for loader in self.loaders:
             loader.tensor_dataset = (loader.tensor_dataset or self._through_parameter(loader)
-                                     or self.memory_class(loader.dataset_class))
+                                     or self.memory_class(loader.dataset_class)
+                                     or self._makes_tensor_datasets(loader.dataset_class))
             self.check(loader)
 
     def check(self, loader: Loader) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import last_name, never_true
+from ptlint.analysis.dataflow import last_name, never_true, target_vars
 from ptlint.analysis.names import dotted
 from ptlint.analysis.training import OFF, grad_mode
 from ptlint.analysis.walk import children, descendants
@@ -28,6 +28,10 @@ _NOT_RUNNING = frozenset({"eval", "load_state_dict", "state_dict", "to", "cuda",
                           "float", "double", "bfloat16", "parameters", "named_parameters",
                           "buffers", "named_buffers", "modules", "named_modules", "children",
                           "requires_grad_"})
+# methods that hand out a model's parameters (to an optimizer, say)
+_PARAMETERS = frozenset({"parameters", "named_parameters"})
+# `for name, part in model._modules.items()`, `for part in model.children()`: parts of `model`
+_PARTS = frozenset({"children", "named_children", "modules", "named_modules"})
 _HARMLESS = frozenset({"print", "len", "isinstance", "type", "id", "repr", "str"})
 # functions named for evaluation: `validate(cfg, loader, model)`, `evaluate_accuracy(model)`
 _EVALUATES = re.compile(r"(?i)(val|valid|validate|validation|eval|evaluate|evaluation|test|"
@@ -79,11 +83,17 @@ class DataParallel(TracksTests, Rule):
       functions named for evaluation (`validate(...)`, `evaluate_...`,
       `test_...`, `predict(...)`) and is not returned, or it is put in
       `.eval()` (also chained to the wrap, `DataParallel(m).eval()`, or inside
-      it, `DataParallel(m.eval())`) and nothing in the file calls `.train(`
-      (but `.train(False)`, which is eval mode); or, in a file that also
-      trains, the function that wraps it puts it in `.eval()`, neither trains
-      (no `backward`, optimizer, `.step(` or `.train(` in it) nor returns or
-      stores the model: `DistributedDataParallel` is a training wrapper;
+      it, `DataParallel(m.eval())`, or on the model whose parts are wrapped
+      in `for k, part in m._modules.items()` or `for part in m.children()`)
+      and nothing in the file calls `.train(` (but `.train(False)`, which is
+      eval mode);
+    - a model not trained in a file that trains: the function that wraps it
+      puts it in `.eval()`, neither trains (no `backward`, optimizer, `.step(`
+      or `.train(` in it) nor returns or stores the model; or the wrapped
+      model is only run under `torch.no_grad()` / `torch.inference_mode()`,
+      is not returned, and its `.parameters()` go nowhere but a `for` loop (a
+      frozen backbone, a teacher): `DistributedDataParallel` is a training
+      wrapper, and refuses a model none of whose parameters requires grad;
     - test code (test files, and `test*` functions and `Test*` classes in a
       file that uses pytest or unittest), where `DataParallel` support itself
       is what is tested;
@@ -175,6 +185,7 @@ class DataParallel(TracksTests, Rule):
         self.evaluated_wraps: set[int] = set()  # `DataParallel(m).eval()`: id of the wrap
         self.evaluated_in: set[tuple[int, str]] = set()  # (owner, name) put in `.eval()` there
         self.ddp_wraps: set[tuple[int, str]] = set()  # (function, name) wrapped in DDP there
+        self.parts: dict[tuple[int, str], str] = {}  # (owner, loop variable) -> the model it is of
 
     def visit_Module(self, node: cst.Module) -> None:
         self.owners.append(node)
@@ -281,6 +292,23 @@ class DataParallel(TracksTests, Rule):
         if target is not None and _moved(original_node.value):  # `model = Net().to(device)`
             self.on_device.add((id(self._owner(target)), target))
 
+    def visit_For(self, node: cst.For) -> None:
+        """`for key, part in model._modules.items()`, `for part in model.children()`:
+        wrapping `part` wraps a part of `model`."""
+        iterated = node.iter
+        if not (isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Attribute)):
+            return
+        method, whole = iterated.func.attr.value, iterated.func.value
+        if method in ("items", "values") and isinstance(whole, cst.Attribute) and \
+                whole.attr.value == "_modules":
+            whole = whole.value
+        elif method not in _PARTS:
+            return
+        name = dotted(whole)
+        if name is not None:
+            for part in target_vars(node.target):
+                self.parts[(id(self.owners[-1]), part)] = name
+
     def visit_Return(self, node: cst.Return) -> None:
         if node.value is not None:  # a whole value: the fix needs no parentheses there
             self.assigned[id(node.value)] = None
@@ -341,12 +369,13 @@ class DataParallel(TracksTests, Rule):
         # `import torch.optim` and a comment about the optimizer train nothing
         trains = bool(_TRAINS.search(self.context.source)) and code_matches(
             _TRAINS, _IMPORT_LINE.sub("", self.context.source))
-        inference = set() if trains else self._inference_wraps()
+        inference = self._inference_wraps(trains)
         # an evaluation script: the model is put in eval mode and never trained
         evaluated = set() if trains or _TRAIN_MODE.search(self.context.source) else self.evaluated
         for wrap in self.wraps:
+            whole = self.parts.get((id(wrap.function), _wrapped(wrap) or ""))  # a part of it
             if (id(wrap.owner), wrap.target) in inference or evaluated & {wrap.target,
-                                                                         _wrapped(wrap)}:
+                                                                         _wrapped(wrap), whole}:
                 continue
             if evaluated is self.evaluated and id(wrap.call) in self.evaluated_wraps:
                 continue
@@ -389,8 +418,9 @@ class DataParallel(TracksTests, Rule):
         return replacement
 
     # -- a model only used for inference --------------------------------------------
-    def _inference_wraps(self) -> set[tuple[int, str]]:
-        """(owner, target) of the wraps whose model is only used for inference."""
+    def _inference_wraps(self, trains: bool) -> set[tuple[int, str]]:
+        """(owner, target) of the wraps whose model is only used for inference; in
+        a file that `trains`, also never handing out its parameters."""
         owners: dict[int, tuple[cst.CSTNode, set[str], set[int]]] = {}
         for wrap in self.wraps:
             if wrap.target is not None:
@@ -398,7 +428,7 @@ class DataParallel(TracksTests, Rule):
                 targets.add(wrap.target)
                 skip.add(id(wrap.replaced))
         return {(key, t) for key, (owner, targets, skip) in owners.items()
-                for t in self._inference_only(owner, targets, skip)}
+                for t in self._inference_only(owner, targets, skip, trains)}
 
     def _evaluated_here(self, wrap: _Wrap) -> bool:
         """In a file that also trains: the wrap's function puts the model in
@@ -420,15 +450,19 @@ class DataParallel(TracksTests, Rule):
         return grad_mode(expr, self.qualified_name) == OFF
 
     def _inference_only(self, owner: cst.CSTNode, targets: set[str],
-                        skip: set[int]) -> set[str]:
+                        skip: set[int], trains: bool) -> set[str]:
         """The targets (wrapped models) of `owner` that are run under `no_grad` and
         whose every other use leaves them unrun (`.eval()`, `.load_state_dict()`,
-        `print`), never returned. `skip`: the wraps, which read the unwrapped model."""
+        `print`), never returned; where the file `trains`, whose parameters are
+        never handed out either (a frozen backbone: DDP refuses a model without a
+        parameter that requires grad, and has nothing to do for one under
+        `no_grad`). `skip`: the wraps, which read the unwrapped model."""
         run: set[str] = set()
         trained: set[str] = set()
         for name, use, no_grad, returned in self._uses(owner, targets, skip):
             if returned and use != "called" or use == "alias" or (
-                    use in ("called", "passed") and not no_grad):
+                    use in ("called", "passed") and not no_grad) or (
+                    trains and use == "parameters"):
                 trained.add(name)
             elif use in ("called", "passed", "evaluated"):
                 run.add(name)
@@ -504,28 +538,38 @@ def _parameters(node: cst.FunctionDef | cst.Lambda) -> set[str]:
 
 
 def _use(node: cst.CSTNode, up) -> str:
-    """How an occurrence of the wrapped model uses it: "bound" (an assignment target),
-    "alias" (assigned to another name), "inert" (`.eval()`, `.module.state_dict()`,
-    `print(model)`), "called" (`model(x)`), "evaluated" (an argument of a function
-    named for evaluation: `validate(loader, model)`) or "passed" (anything else: an argument,
-    an operand). `up`: the walk's entry of the node's parent (node, its parent's entry, ...)."""
+    """How an occurrence of the wrapped model uses it: "bound" (an assignment target, a
+    parameter), "alias" (assigned to another name), "inert" (`.eval()`, `.module.state_dict()`,
+    `print(model)`, `for p in model.parameters()`), "parameters" (`model.parameters()`
+    handed on), "read" (an attribute read: `model.output_dim`), "called" (`model(x)`),
+    "evaluated" (an argument of a function named for evaluation: `validate(loader, model)`)
+    or "passed" (anything else: an argument, an operand, a part run: `model.encoder(x)`).
+    `up`: the walk's entry of the node's parent (node, its parent's entry, ...)."""
     chain: list[cst.CSTNode] = []  # parent first, a few levels up
     while up is not None and len(chain) < 8:
         chain.append(up[0])
         up = up[1]
     parent = chain[0] if chain else None
-    if isinstance(parent, cst.AssignTarget):
+    if isinstance(parent, (cst.AssignTarget, cst.Param)):
         return "bound"
     if isinstance(parent, cst.Assign):
         return "alias"
     if isinstance(parent, cst.Call) and parent.func is node:
         return "called"
-    i = 0
-    while i < len(chain) and isinstance(chain[i], cst.Attribute) and chain[i].attr.value == "module":
+    i = 0  # the attributes read off it: `model.module.encoder.eval`
+    while i < len(chain) and isinstance(chain[i], cst.Attribute):
         i += 1
-    if i + 1 < len(chain) and isinstance(chain[i], cst.Attribute) and \
-            chain[i].attr.value in _NOT_RUNNING and isinstance(chain[i + 1], cst.Call):
-        return "inert"
+    if i:
+        last, after = chain[i - 1].attr.value, chain[i] if i < len(chain) else None
+        if isinstance(after, cst.Call) and after.func is chain[i - 1]:
+            if last in _PARAMETERS:
+                iterated = i + 1 < len(chain) and isinstance(chain[i + 1], cst.For) and \
+                    chain[i + 1].iter is after
+                return "inert" if iterated else "parameters"
+            if last in _NOT_RUNNING:
+                return "inert"
+        elif not any(a.attr.value == "module" for a in chain[:i]):
+            return "read"
     callee = last_name(chain[1].func) if isinstance(parent, cst.Arg) and len(chain) > 1 \
         and isinstance(chain[1], cst.Call) else None
     if callee in _HARMLESS:

@@ -31,8 +31,9 @@ class DataLoaderWithoutWorkers(LoaderRule):
       (`DataLoader(range(n), ...)`, `DataLoader(torch.arange(n), ...)`,
       `torch.randperm(n)`, a list or tuple display, also through a variable
       bound to one of these) or over a `TensorDataset` (given in place,
-      through a variable bound to one, or through a parameter of a function
-      every call of which in the file passes one): indexing tensors in
+      through a variable bound to one or to what a function of the file
+      returns when its every `return` gives one, or through a parameter of
+      a function every call of which in the file passes one): indexing tensors in
       memory costs less than passing the batch from a worker process;
     - the whole dataset in one batch (`batch_size=len(dataset)`,
       `x.shape[0]`, `x.size(0)`);

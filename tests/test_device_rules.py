@@ -155,12 +155,74 @@ def test_ptl102_silent_for_an_evaluation_function_in_a_file_that_trains(cli, tmp
                                                     "            return model(torch.randn(n, 4))",
                                                     "        return model"))
     write(tmp_path / "stored.py", SAMPLES.replace("helper.register(model)", "helper.model = model"))
-    # the function trains too
+    # the function trains the model
     write(tmp_path / "trains.py", SAMPLES.replace("helper.register(model)", "model.train()"))
+    # it steps something else: the wrapped model still only runs under no_grad
     write(tmp_path / "steps.py", SAMPLES.replace("helper.register(model)", "helper.step()"))
     proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
     assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
-        "returned.py", "steps.py", "stored.py", "trains.py"]
+        "returned.py", "stored.py", "trains.py"]
+
+
+FROZEN = """\
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    def linear_eval(backbone, loader, device):
+        classifier = nn.Linear(backbone.output_dim, 10).to(device)
+        backbone = nn.DataParallel(backbone.to(device))
+        classifier = nn.DataParallel(classifier)
+        optimizer = torch.optim.SGD(classifier.parameters(), lr=0.1)
+        for images, labels in loader:
+            backbone.eval()
+            with torch.no_grad():
+                feature = backbone(images.to(device))
+            loss = F.cross_entropy(classifier(feature), labels.to(device))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """
+
+
+def test_ptl102_silent_for_a_frozen_model_in_a_file_that_trains(cli, tmp_path):
+    """A backbone only run under no_grad whose parameters reach no optimizer: DDP
+    would refuse it (no parameter requires grad) and has nothing to do for it."""
+    write(tmp_path / "frozen.py", FROZEN)
+    # frozen explicitly: iterating its parameters hands them to nothing
+    write(tmp_path / "freezes.py", FROZEN.replace(
+        "        for images, labels in loader:\n",
+        "        for p in backbone.parameters():\n            p.requires_grad = False\n"
+        "        for images, labels in loader:\n"))
+    # its parameters go to the optimizer, or it runs with gradients
+    write(tmp_path / "tuned.py", FROZEN.replace(
+        "SGD(classifier.parameters()", "SGD([*classifier.parameters(), *backbone.parameters()]"))
+    write(tmp_path / "grads.py", FROZEN.replace(
+        "            with torch.no_grad():\n                feature", "            if True:\n                feature"))
+    proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
+    assert sorted(line.split(":")[:2] for line in proc.stdout.splitlines() if "PTL102" in line) == [
+        ["freezes.py", "8"], ["frozen.py", "8"], ["grads.py", "7"], ["grads.py", "8"],
+        ["tuned.py", "7"], ["tuned.py", "8"]]
+
+
+def test_ptl102_the_parts_of_a_model_in_eval_mode_in_a_script_that_only_evaluates(cli, tmp_path):
+    parts = """\
+    import torch
+
+    def embed(model, batches):
+        model.eval()
+        model.cuda()
+        for key, module in model._modules.items():
+            model._modules[key] = torch.nn.DataParallel(module)
+        for child in model.children():
+            child = torch.nn.DataParallel(child)
+        return [model.encode(b) for b in batches]
+    """
+    write(tmp_path / "embed.py", parts)
+    write(tmp_path / "resumes.py", parts + "\n    def resume(model):\n        model.train()\n")
+    proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
+    assert sorted(line.split(":")[:2] for line in proc.stdout.splitlines() if "PTL102" in line) == [
+        ["resumes.py", "7"], ["resumes.py", "9"]]
 
 
 def test_ptl102_reported_where_a_gpu_is_there_or_the_type_test_is_another(cli, tmp_path):
