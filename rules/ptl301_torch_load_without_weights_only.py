@@ -8,7 +8,7 @@ from ptlint.fixers.arguments import argument, keyword, with_keyword
 from ptlint.model import Safety
 from ptlint.rule import Rule
 from ptlint.rules._symbols import catches
-from ptlint.rules._tests import TracksTests, in_test_folder, uses_a_test_framework
+from ptlint.rules._tests import TracksTests, in_test_folder
 
 _SAFE_DEFAULT = Version("2.6")  # torch.load defaults to weights_only=True from here on
 _TYPE_ERROR = frozenset({"TypeError"})
@@ -90,8 +90,7 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
     @property
     def _tests(self) -> bool:
         """In test code, as the docs say (not an evaluation script named `test_*.py`)."""
-        return self.in_test and (uses_a_test_framework(self.context.source)
-                                 or in_test_folder(self.context.path))
+        return self.in_test and (self.uses_a_framework or in_test_folder(self.context.path))
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         if catches(node, _TYPE_ERROR):
@@ -102,9 +101,9 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
             self.fallbacks -= 1
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.fallbacks or isinstance(node.func, (cst.Call, cst.Subscript)) or self._tests:
+        if self.fallbacks or isinstance(node.func, (cst.Call, cst.Subscript)):
             return
-        if not self.is_name(node.func, "torch.load", "torch.serialization.load"):
+        if not self.is_name(node.func, "torch.load", "torch.serialization.load") or self._tests:
             return
         weights_only = keyword(node, "weights_only")
         if weights_only is not None:
