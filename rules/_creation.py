@@ -82,7 +82,7 @@ RANDOM_FILLS = frozenset({"uniform_", "normal_", "random_", "bernoulli_", "expon
 
 _DEVICE_STRING = re.compile(r"(cuda|cpu|mps|xpu|meta|hpu|xla|npu|privateuseone)(:\d+)?")
 _DEVICE_NAME = re.compile(r"device|dev|DEVICE|DEV|\w+_device|\w+_DEVICE")
-_DEVICE_GETTER = re.compile(r"get_(\w+_)?device")
+_DEVICE_GETTER = re.compile(r"_?get_(\w+_)?device")
 
 
 def computed(name: str, factory: cst.Call) -> bool:
@@ -120,11 +120,12 @@ def device_string(node: cst.BaseExpression) -> bool:
 
 def named_like_device(node: cst.BaseExpression) -> bool:
     """`device`, `DEVICE`, `dev`, `self.device`, `args.train_device`, a call of a
-    method named `device` without arguments (`self.device()`), and of a function
-    or method named for returning one (`get_device()`, `utils.get_default_device()`)."""
+    method named `device` without arguments (`self.device()`, `model._device()`), and
+    of a function or method named for returning one (`get_device()`,
+    `utils.get_default_device()`, `self._get_device()`)."""
     if isinstance(node, cst.Call) and not node.args:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "device":
+        if isinstance(func, cst.Attribute) and func.attr.value in ("device", "_device"):
             return dotted(func) is not None
         name = func.attr.value if isinstance(func, cst.Attribute) else (
             func.value if isinstance(func, cst.Name) else "")
