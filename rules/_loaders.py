@@ -4,7 +4,8 @@
 how the loader is used afterwards:
 
 - "iterated": a `for` loop (or a comprehension) goes over it, also through
-  `enumerate`, `zip`, `tqdm`;
+  `enumerate`, `zip`, `tqdm`, or a loop takes its batches with `next(batches)`
+  after `batches = iter(loader)`;
 - "moved": such a loop moves what it yields to a device (`.cuda()`,
   `.to(device)`, `.type(torch.cuda.FloatTensor)`);
 - "passed": it is returned, stored in an attribute or passed to a function
@@ -172,6 +173,7 @@ class LoaderRule(TracksTests, Rule):
         self._in_place: dict[int, str] = {}  # id(loader call) -> how it is used in place
         self._loop_of: dict[int, cst.For] = {}  # id(loader call) -> the loop iterating it
         self._loops: list[_Loop] = []
+        self._whiles = 0  # `while` loops around the node visited
         self._moved_loops: set[int] = set()
         self._scopes: list[tuple[int, set[str]]] = [(0, set())]  # function id, names bound in it
         self._cuda_types: set[str] = set()  # `Tensor = torch.cuda.FloatTensor if cuda else ...`
@@ -264,6 +266,9 @@ class LoaderRule(TracksTests, Rule):
             if isinstance(node.value, cst.Call) and self.qualified_name(node.value.func) in LOADERS:
                 self._rebinds(name)
             self._assigned[id(node.value)] = self.key(name, binding=True)
+            batches = _iterator_of(node.value)
+            if isinstance(batches, cst.Call):  # `batches = iter(DataLoader(...))`: the loader's name
+                self._assigned[id(batches)] = self.key(name)
             if "torch.cuda." in cst.Module([]).code_for_node(node.value):
                 self._cuda_types.add(name)
             if name.startswith("self.") and dotted(node.value) is not None:
@@ -346,6 +351,12 @@ class LoaderRule(TracksTests, Rule):
             for key in loop.keys:
                 self.uses.setdefault(key, set()).add("moved")
 
+    def visit_While(self, node: cst.While) -> None:
+        self._whiles += 1
+
+    def leave_While(self, original_node: cst.While) -> None:
+        self._whiles -= 1
+
     def visit_CompFor(self, node: cst.CompFor) -> None:
         for item in _wrapped(node.iter):
             self._use(item, "iterated")
@@ -405,6 +416,8 @@ class LoaderRule(TracksTests, Rule):
             self._calls.setdefault(func.value, []).append(self._passes_tensor_datasets(node))
         name = last_name(func)
         how = "inspected" if name in _INSPECTING else None if name in _WRAPPING else "passed"
+        if name == "next" and (self._loops or self._whiles):
+            how = "iterated"  # `x, y = next(batches)` in a loop: a batch per step
         if how is not None:
             for arg in node.args:
                 self._use(arg.value, how)
@@ -588,6 +601,14 @@ def _first_batch_only(loop: cst.For) -> bool:
                                                           cst.GreaterThan))
             and isinstance(test.comparisons[0].comparator, cst.Integer)
             and test.comparisons[0].comparator.evaluated_value < _FEW)
+
+
+def _iterator_of(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`X` of `iter(X)`."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and \
+            node.func.value == "iter" and len(node.args) == 1 and node.args[0].keyword is None:
+        return node.args[0].value
+    return None
 
 
 def _names_or_calls(node: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -17,8 +17,9 @@ class DataLoaderWithoutWorkers(LoaderRule):
     ## What it does
     Flags `torch.utils.data.DataLoader(...)` created without `num_workers`
     or with a literal `num_workers=0` (also when passed positionally), when
-    the loader is iterated or passed on (returned, stored, given to a
-    function). Loaders that receive `*args` or `**kwargs` (which may set it)
+    the loader is iterated (also batch by batch with `next(batches)` in a
+    loop, after `batches = iter(loader)`) or passed on (returned, stored,
+    given to a function). Loaders that receive `*args` or `**kwargs` (which may set it)
     and loaders whose `num_workers` is any other expression are not flagged.
 
     Not flagged either, because there is nothing for workers to overlap:
