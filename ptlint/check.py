@@ -20,8 +20,10 @@ if TYPE_CHECKING:
     from ptlint.engine.job import Job, Outcome
 
 
-def _overrides(args: argparse.Namespace) -> dict:
-    return {
+def _overrides(args: argparse.Namespace, inline: dict | None = None) -> dict:
+    """The command line's settings: `--config 'KEY = VALUE'` ones, then the options
+    (which win where both set one)."""
+    options = {
         "select": args.select, "extend_select": args.extend_select, "ignore": args.ignore,
         "fixable": args.fixable, "extend_fixable": args.extend_fixable,
         "unfixable": args.unfixable, "per_file_ignores": args.per_file_ignores,
@@ -32,13 +34,31 @@ def _overrides(args: argparse.Namespace) -> dict:
         "extend_exclude": args.extend_exclude, "extend_include": args.extend_include,
         "ignore_noqa": args.ignore_noqa or None,
     }
+    return {**(inline or {}), **{k: v for k, v in options.items() if v is not None}}
+
+
+def _config_file(args: argparse.Namespace) -> tuple[Path | None, dict]:
+    """`--config`, repeatable as ruff's: a configuration file (one at most), and
+    KEY = VALUE settings that override every configuration file's."""
+    from ptlint.config import inline_settings
+
+    file, inline = None, {}
+    for item in args.config or []:
+        if Path(item).is_file():
+            if file is not None:
+                raise ConfigError(f"--config {item}: one configuration file at most "
+                                  f"(--config {file} already)")
+            file = Path(item)
+        else:
+            inline.update(inline_settings(item))
+    return file, inline
 
 
 def _conflict(args: argparse.Namespace, stdin: bool) -> str | None:
     if args.add_noqa and (args.fix or args.diff):
         return "--add-noqa cannot be combined with --fix or --diff"
-    if args.isolated and args.config is not None:
-        return "--isolated reads no configuration file: it cannot be combined with --config"
+    if args.isolated and any(Path(item).is_file() for item in args.config or []):
+        return "--isolated reads no configuration file: it cannot be combined with --config FILE"
     if args.add_noqa and stdin:
         return "--add-noqa changes files: it cannot read standard input"
     return None
@@ -64,7 +84,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         error(problem)
         return 2
     try:
-        configs = Configs.discover(_overrides(args), args.config, isolated=args.isolated)
+        config, inline = _config_file(args)
+        configs = Configs.discover(_overrides(args, inline), config, isolated=args.isolated)
         settings = (configs.for_path(Path(args.stdin_filename)) if stdin and args.stdin_filename
                     else configs.default)
     except ConfigError as exc:

@@ -14,7 +14,7 @@ from ptlint import __version__
 from ptlint.config import OUTPUT_FORMATS, merge_globs
 from ptlint.report import error
 
-COMMANDS = ("check", "rule", "rules", "clean", "verify", "server")
+COMMANDS = ("check", "rule", "rules", "clean", "verify", "server", "version")
 
 
 def _codes(text: str) -> list[str]:
@@ -128,9 +128,11 @@ def _check_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                      help="print the files that would be linted; lint nothing")
     out.add_argument("--timings", action="store_true", help="time each phase and rule")
     run = p.add_argument_group("run")
-    run.add_argument("--config", type=Path, metavar="FILE",
+    run.add_argument("--config", action="append", metavar="FILE|SETTING",
                      help="use this pyproject.toml or ptlint.toml for every file (default: "
-                          "each file's nearest one)")
+                          "each file's nearest one); or a setting that overrides every "
+                          "file's, as TOML: --config 'lint.select = [\"PTL101\"]' "
+                          "(repeatable)")
     run.add_argument("--torch-version", metavar="VERSION",
                      help="target torch version, e.g. 2.4 (default: the lowest version the "
                           "project's requirements admit, else the installed torch)")
@@ -180,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
         "verify", help="run rules' bad and fixed programs: check, time, measure memory"))
     sub.add_parser("server", help="a language server over stdio, for editors "
                                   "(needs ptlint's server extra)")
+    version = sub.add_parser("version", help="print ptlint's version (as --version)")
+    version.add_argument("--output-format", choices=("text", "json"), default="text",
+                         help="`ptlint X.Y.Z`, or JSON: {\"version\": \"X.Y.Z\"}")
     return parser
 
 
@@ -236,6 +241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_rule(args.code, args.all, args.output_format)
         if args.command == "rules":
             return cmd_rules(args.output_format)
+        if args.command == "version":
+            print(json.dumps({"version": __version__}) if args.output_format == "json"
+                  else f"ptlint {__version__}")
+            return 0
         if args.command == "verify":
             from ptlint.verify import command as verify
 

@@ -285,12 +285,11 @@ _LINT_KEYS = frozenset({"select", "extend-select", "ignore", "per-file-ignores",
                         "extend-safe-fixes", "extend-unsafe-fixes"})
 
 
-def _with_lint_table(table: dict, path: Path) -> dict:
-    """`table` with the keys of its `lint` table moved up to it."""
+def _with_lint_table(table: dict, path: Path | str, where: str = "`lint`") -> dict:
+    """`table` with the keys of its `lint` table (named `where` in messages) moved up to it."""
     lint = table.get("lint")
     if lint is None:
         return table
-    where = "`lint`" if path.name == "ptlint.toml" else "`tool.ptlint.lint`"
     if not isinstance(lint, dict):
         raise ConfigError(f"{path}: {where} must be a table, not {type(lint).__name__}")
     merged = {k: v for k, v in table.items() if k != "lint"}
@@ -330,6 +329,26 @@ def find_config(start: Path) -> Path | None:
     return None
 
 
+def inline_settings(text: str) -> dict[str, Any]:
+    """`--config 'KEY = VALUE'`: settings written as in `ptlint.toml` (`lint.select =
+    [...]` too), by the name of their `Settings` field; ConfigError for anything else."""
+    source = f"--config {text!r}"
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: no such configuration file, nor a KEY = VALUE "
+                          f"setting ({exc})") from None
+    if not table:
+        raise ConfigError(f"{source}: no such configuration file, nor a KEY = VALUE setting")
+    found: dict[str, Any] = {}
+    for key, value in _with_lint_table(table, source).items():
+        if key not in _KEYS:
+            raise ConfigError(f"{source}: unknown key {key!r}")
+        _set(Settings(), _KEYS[key], value, f"{source}: {key}")  # its type checked here
+        found[_KEYS[key]] = value
+    return found
+
+
 def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> Settings:
     """Settings from `path` (or defaults), then command-line overrides."""
     settings = Settings()
@@ -341,7 +360,8 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> S
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
         table = data if path.name == "ptlint.toml" else _tool_table(data, path) or {}
-        for key, value in _with_lint_table(table, path).items():
+        lint = "`lint`" if path.name == "ptlint.toml" else "`tool.ptlint.lint`"
+        for key, value in _with_lint_table(table, path, lint).items():
             if key not in _KEYS:
                 raise ConfigError(f"{path}: unknown key {key!r} in [tool.ptlint]"
                                   if path.name != "ptlint.toml" else f"{path}: unknown key {key!r}")

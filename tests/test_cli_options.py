@@ -277,7 +277,7 @@ def test_isolated_and_exclude(cli, project):
     isolated = cli("m.py", "--isolated", "--output-format", "concise", cwd=project)
     assert isolated.returncode == 1 and "PTL101" in isolated.stdout
     both = cli("m.py", "--isolated", "--config", "pyproject.toml", cwd=project)
-    assert both.returncode == 2 and "cannot be combined with --config" in both.stderr
+    assert both.returncode == 2 and "cannot be combined with --config FILE" in both.stderr
     (project / "skip.py").write_text(MOVED)
     files = cli(".", "--isolated", "--exclude", "skip.py", "--show-files", cwd=project)
     assert files.stdout.split() == ["m.py"]
@@ -287,3 +287,37 @@ def test_isolated_and_exclude(cli, project):
     assert cli(".", "--show-files", cwd=project).stdout.split() == ["m.py", "skip.py"]
     excluded = cli(".", "--exclude", "skip.py", "--show-files", cwd=project)
     assert sorted(excluded.stdout.split()) == [".venv/lib.py", "m.py"]
+
+
+def test_config_takes_settings_as_ruff_does(cli, project):
+    """`--config 'KEY = VALUE'` (TOML, `lint.` keys too) overrides every configuration
+    file's setting, and the options override it; a file and settings combine."""
+    (project / "pyproject.toml").write_text('[tool.ptlint]\nselect = ["PTL102"]\n')
+    assert cli("m.py", cwd=project).returncode == 0  # the file selects PTL102 only
+    inline = cli("m.py", "--config", 'lint.select = ["PTL101"]', "--output-format", "concise",
+                 cwd=project)
+    assert inline.returncode == 1 and inline.stdout.count("PTL101") == 2
+    # repeated; with a file named too; the option wins over the setting
+    (project / "other.toml").write_text('[tool.ptlint]\nignore = ["PTL101"]\n')
+    assert cli("m.py", "--config", "other.toml", "--config", 'select = ["PTL101"]',
+               cwd=project).returncode == 0
+    assert cli("m.py", "--config", 'select = ["PTL101"]', "--ignore", "PTL101",
+               cwd=project).returncode == 0
+    # --isolated reads no file, but takes settings
+    isolated = cli("m.py", "--isolated", "--config", 'ignore = ["PTL101"]', cwd=project)
+    assert isolated.returncode == 0, isolated.stderr
+    for wrong, says in (("select = 'PTL101'", "select: expected a list of strings"),
+                        ("lint.colour = 1", "unknown key 'colour' in `lint`"),
+                        ("speed = 1", "unknown key 'speed'"),
+                        ("missing.toml", "no such configuration file, nor a KEY = VALUE")):
+        proc = cli("m.py", "--config", wrong, cwd=project)
+        assert proc.returncode == 2 and says in proc.stderr, (wrong, proc.stderr)
+    two = cli("m.py", "--config", "pyproject.toml", "--config", "other.toml", cwd=project)
+    assert two.returncode == 2 and "one configuration file at most" in two.stderr
+
+
+def test_version_command(cli):
+    text = cli("version")
+    assert text.returncode == 0 and re.fullmatch(r"ptlint \d+\.\d+\.\d+\S*\n", text.stdout)
+    as_json = cli("version", "--output-format", "json")
+    assert json.loads(as_json.stdout)["version"] == text.stdout.split()[1]
