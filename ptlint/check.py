@@ -32,7 +32,7 @@ def _overrides(args: argparse.Namespace, inline: dict | None = None) -> dict:
         "unsafe_fixes": args.unsafe_fixes, "output_format": args.output_format,
         "torch_version": args.torch_version, "force_exclude": args.force_exclude,
         "extend_exclude": args.extend_exclude, "extend_include": args.extend_include,
-        "ignore_noqa": args.ignore_noqa or None,
+        "ignore_noqa": args.ignore_noqa or None, "respect_gitignore": args.respect_gitignore,
     }
     return {**(inline or {}), **{k: v for k, v in options.items() if v is not None}}
 

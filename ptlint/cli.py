@@ -150,6 +150,10 @@ def _check_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     run.add_argument("--force-exclude", action="store_true", default=None,
                      help="apply exclude rules to files named on the command line too "
                           "(for pre-commit, which passes every file by name)")
+    run.add_argument("--respect-gitignore", action="store_true", default=None,
+                     help="skip what .gitignore ignores (the default: `respect-gitignore`)")
+    run.add_argument("--no-respect-gitignore", dest="respect_gitignore", action="store_false",
+                     help="lint what .gitignore ignores too")
     run.add_argument("-j", "--jobs", type=int, default=None, help="processes (default: all cores)")
     run.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     return p

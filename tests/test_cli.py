@@ -71,6 +71,14 @@ def test_walk_skips_gitignored_and_usual_folders(cli, project):
     (project / "src" / "x.skip.py").write_text(BAD)
     out = cli(".", "--output-format", "concise", cwd=project)
     assert [l.split(":")[0] for l in finding_lines(out.stdout)] == ["src/train.py"]
+    # --no-respect-gitignore lints what .gitignore ignores, and wins over the configuration
+    (project / "pyproject.toml").write_text("[tool.ptlint]\nrespect-gitignore = true\n")
+    every = cli(".", "--output-format", "concise", "--no-respect-gitignore", cwd=project)
+    assert sorted(l.split(":")[0] for l in finding_lines(every.stdout)) == [
+        "generated/bad.py", "src/train.py", "src/x.skip.py"]
+    (project / "pyproject.toml").write_text("[tool.ptlint]\nrespect-gitignore = false\n")
+    assert cli(".", "--show-files", "--respect-gitignore", cwd=project).stdout.split() == [
+        "src/ok.py", "src/train.py"]
 
 
 def test_walk_reads_each_folders_gitignore_and_looks_for_git_once_per_folder(tmp_path,
