@@ -16,6 +16,10 @@ from ptlint.rule import Rule, code_matches
 
 _BUILTINS = {"builtins.print": "print", "builtins.float": "float", "builtins.int": "int",
              "builtins.bool": "bool"}
+# checks whose result an `if` or `assert` turns into a Python bool, on the host
+_CHECKS = frozenset({"torch.isnan", "torch.isinf", "torch.isfinite", "torch.isposinf",
+                     "torch.isneginf"})
+_CHECK_METHODS = frozenset(name.rpartition(".")[2] for name in _CHECKS)
 _DEVICE_HINT = re.compile(r"cuda|\bdevice\b|accelerator|\bfabric\b")
 _SEEDING = re.compile(r"\bcuda\.manual_seed(?:_all)?\b")  # seeds the GPU if any, uses none
 _PARTIAL_LOSS = re.compile(r"loss", re.I)  # `d_real_loss`, `loss_G`, `losses`
@@ -62,7 +66,10 @@ class HostSyncInTrainingLoop(Rule):
     step, to the loss or to values computed from the model's outputs inside a
     training loop (a loop that calls `.backward()` and an optimizer step), and
     `print(loss)`, `float(loss)`, `int(loss)`, `bool(loss)` of the loss
-    itself (the tensor `.backward()` is called on).
+    itself (the tensor `.backward()` is called on), and `if` or `assert` on a
+    check of such a value (`if torch.isnan(loss):`, `if not
+    torch.isfinite(out).all():`, `assert not loss.isinf()`): deciding reads
+    the check's result on the host.
 
     Only the hot loop counts: the loop that itself calls `.backward()` or the
     optimizer step. Calls under a schedule-like `if` in that loop
@@ -157,6 +164,36 @@ class HostSyncInTrainingLoop(Rule):
         builtin = _BUILTINS.get(self.qualified_name(func) or "")
         if builtin is not None:
             self.calls.append((self.model.site(node), f"{builtin}()", _printed_keys(node), True))
+
+    def visit_If(self, node: cst.If) -> None:
+        self._tested(node.test)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._tested(node.test)
+
+    def _tested(self, test: cst.BaseExpression) -> None:
+        """`if torch.isnan(loss):`, `assert not loss.isinf().any()`: the check's
+        result is read on the host to decide."""
+        if self.model.here.loop is None:
+            return
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test = test.expression
+        check = test
+        if type(check) is cst.Call and type(check.func) is cst.Attribute and \
+                check.func.attr.value in ("any", "all") and not check.args:
+            check = check.func.value  # `torch.isnan(loss).any()`
+        if type(check) is not cst.Call:
+            return
+        func = check.func
+        if type(func) is cst.Attribute and func.attr.value in _CHECK_METHODS and not check.args:
+            tensor = func.value  # `loss.isnan()`
+        elif check.args and self.qualified_name(func) in _CHECKS:
+            tensor = check.args[0].value
+        else:
+            return
+        keys = value_keys(tensor, self.qualified_name, stop_at_host=True)
+        what = f"if {cst.Module([]).code_for_node(test)}:"
+        self.calls.append((self.model.site(test), what, keys, False))
 
     def leave_Module(self, node: cst.Module) -> None:
         tainted: dict[Loop, _Taint] = {}
