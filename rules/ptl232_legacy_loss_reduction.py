@@ -49,7 +49,9 @@ class LegacyLossReduction(Rule):
     other losses of `torch.nn` and `torch.nn.functional`) given
     `size_average=` or `reduce=`, by keyword or by position. A literal
     `None` (the default) is not flagged. Also `reduction="elementwise_mean"`,
-    the name `"mean"` had before PyTorch 1.0.
+    the name `"mean"` had before PyTorch 1.0, and a reduction's name given to
+    a legacy flag (`reduce="sum"`): torch reads any non-empty string as
+    `True`, so that loss is a mean.
 
     ## Why is this bad?
     Both arguments were replaced by `reduction=` in PyTorch 0.4.1; every
@@ -82,6 +84,9 @@ class LegacyLossReduction(Rule):
     torch accepts it (with a warning); unsafe for the three losses that reject
     it with a `ValueError` (`MultiLabelSoftMarginLoss`, `PoissonNLLLoss`,
     `GaussianNLLLoss` and their functions), whose call then runs.
+    `reduce="sum"` (or `size_average="none"`) becomes `reduction="sum"`:
+    unsafe, since it computes what the string asked for, not the mean it
+    computed; `reduce="mean"` becomes `reduction="mean"`, the same loss.
 
     ## References
     - [torch.nn loss functions](https://pytorch.org/docs/stable/nn.html#loss-functions)
@@ -106,6 +111,8 @@ class LegacyLossReduction(Rule):
         at = _LOSSES[qualified]
         legacy = [argument(node, "size_average", at[0]), argument(node, "reduce", at[1])] \
             if at is not None else []
+        if self._meant_reduction(node, legacy):
+            return
         if all(arg is None or _literal(arg) is None for arg in legacy):
             self._elementwise_mean(node, qualified)  # not given, or the default `None`
             return
@@ -122,6 +129,27 @@ class LegacyLossReduction(Rule):
         self.report(node, message=f'`size_average=`/`reduce=` are deprecated: use '
                                   f'`reduction="{reduction}"`', replacement=new)
 
+
+    def _meant_reduction(self, node: cst.Call, legacy: list[cst.Arg | None]) -> bool:
+        """`reduce="sum"`: a reduction's name given to the legacy flag, which torch
+        reads as `True` (a mean); reported, with `reduction=` as the fix."""
+        given = [arg for arg in legacy if arg is not None]
+        if len(given) != 1 or given[0].keyword is None or argument(node, "reduction") is not None:
+            return False
+        value = given[0].value
+        text = value.evaluated_value if isinstance(value, cst.SimpleString) else None
+        if text not in ("mean", "sum", "none"):
+            return False
+        flag = given[0].keyword.value
+        what = "the same" if text == "mean" else "a mean"
+        self.report(node, message=(
+            f'`{flag}="{text}"` is not `reduction="{text}"`: torch reads the string as `True` '
+            f'and computes {what}'),
+            safety=Safety.SAFE if text == "mean" else Safety.UNSAFE,
+            replacement=with_keyword(without_keywords(node, flag), "reduction",
+                                     value.value),
+            fix_title=f'Pass `reduction="{text}"`')
+        return True
 
     def _elementwise_mean(self, node: cst.Call, qualified: str) -> None:
         """`reduction="elementwise_mean"`, the name "mean" had before PyTorch 1.0."""
