@@ -102,14 +102,30 @@ def test_a_marimo_cell_gets_the_modules_other_cells_import_as_parameters():
     assert _resolve_all(MARIMO.replace("import marimo\n", ""), "T.zeros") == [None, None, None]
 
 
-def test_a_fix_that_adds_an_import_is_not_offered_in_a_marimo_notebook():
-    from ptlint.engine.fix import imports_unreachable
-    from ptlint.model import Fix, Safety
+SNAPSHOT = """\
+def _(torch, model, loader, optimizer):
+    best = None
+    for x in loader:
+        model(x).sum().backward()
+        optimizer.step()
+        best = model.state_dict()
+    torch.save(best, "best.pt")
+"""
 
-    fix = Fix("t", Safety.SAFE, (), ("import torch",))
-    assert imports_unreachable(MARIMO, fix)
-    assert not imports_unreachable(MARIMO.replace("import marimo\n", ""), fix)
-    assert not imports_unreachable(MARIMO, Fix("t", Safety.SAFE, ()))
+
+def test_a_fix_that_adds_an_import_is_not_offered_in_a_marimo_notebook():
+    """PTL002's fix needs `import copy`, which a cell would not see: the finding
+    stays, without a fix (so no summary counts it as fixable)."""
+    from ptlint.engine.lint import lint_text
+    from conftest import settings_for
+
+    notebook = ("import marimo\n\napp = marimo.App()\n\n\n@app.cell\ndef _():\n"
+                "    import torch\n    return (torch,)\n\n\n@app.cell\n" + SNAPSHOT)
+    (found,) = lint_text(notebook, "nb.py", settings_for("PTL002")).findings
+    assert found.code == "PTL002" and found.fix is None
+    script = "import torch\n\n\n" + SNAPSHOT.replace("def _(torch, ", "def train(")
+    (plain,) = lint_text(script, "plain.py", settings_for("PTL002")).findings
+    assert plain.fix is not None and plain.fix.imports == ("import copy",)
 
 
 def test_a_top_level_rebinding_replaces_an_import_but_none_does_not():

@@ -161,16 +161,6 @@ def _fix_key(text: str, finding: Finding) -> tuple:
     )
 
 
-_MARIMO = re.compile(r"(?m)^import marimo\b")
-
-
-def imports_unreachable(text: str, fix: Fix) -> bool:
-    """Whether `fix` needs an import that the code it changes would not see: in a
-    marimo notebook, each cell gets its modules as parameters, so an import added
-    at the top of the file does not reach it (such fixes are not offered)."""
-    return bool(fix.imports) and _MARIMO.search(text) is not None
-
-
 def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> FixResult:
     """Apply allowed fixes until nothing changes. A pass whose result does not
     parse or compile (or no longer fits the oldest Python supported) is retried
@@ -199,7 +189,6 @@ def fix_text(text: str, path: str, settings: "Settings", *, unsafe: bool) -> Fix
                               "LibCST does not reproduce this file byte for byte (a form feed "
                               "before a statement?); not applied")
             candidates = [f for f in candidates if not f.fix.imports]
-        candidates = [f for f in candidates if not imports_unreachable(text, f.fix)]
         chosen = non_overlapping(f.fix for f in candidates)  # type: ignore[misc]
         if not chosen:
             result.errors[:0] = errors

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import re
 from contextlib import contextmanager
 from itertools import accumulate
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -20,6 +21,10 @@ from ptlint.rule import Report
 
 if TYPE_CHECKING:
     from ptlint.config import Settings
+
+# a marimo notebook: each cell gets its modules as parameters, so an import added
+# at the top of the file does not reach the cell a fix changes
+_MARIMO = re.compile(r"(?m)^import marimo\b")
 
 
 class Locator(CodegenState):
@@ -267,6 +272,7 @@ def build_findings(
         quotes = safety.fstring_quotes(roots, olds)
     scopes = safety.Scopes(module, {safety.bound_name(i) for r in reports for i in r.imports},
                            [old for r in reports if r.imports for old, _ in r.edits])
+    cells_apart = any(r.imports for r in reports) and _MARIMO.search(source) is not None
     findings = []
     for report in reports:
         code = report.rule.code
@@ -274,7 +280,8 @@ def build_findings(
             where = locator.span(report.node)
             fix = None
             pairs = safety.in_fstrings(report.edits, quotes)
-            if pairs and report.imports and not safety.imports_reach(scopes, pairs, report.imports):
+            if pairs and report.imports and (
+                    cells_apart or not safety.imports_reach(scopes, pairs, report.imports)):
                 pairs = []  # the import would not be what the new code finds: no fix
             if pairs:
                 edits = []

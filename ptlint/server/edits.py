@@ -46,12 +46,9 @@ def _by_uri(linted: Linted, sources: dict[int, str]) -> dict[str, str]:
 
 
 def fixable(linted: Linted, item: Item) -> bool:
-    from ptlint.engine.fix import imports_unreachable
-
     fix = item.finding.fix
     return (fix is not None and item.source is not None and linted.settings is not None
-            and linted.settings.fix_allowed(item.finding.code, fix.safety, unsafe=True)
-            and not imports_unreachable(linted.snapshot.text, fix))
+            and linted.settings.fix_allowed(item.finding.code, fix.safety, unsafe=True))
 
 
 def fixed(linted: Linted, item: Item) -> dict[str, str] | None:
