@@ -88,7 +88,7 @@ LOAD = {
     'PTL130': ('ptl130_host_sync_in_training_loop', ('backward',), None),
     'PTL131': ('ptl131_empty_cache_in_training_loop', ('empty_cache', 'gc.collect', 'collect('), None),
     'PTL132': ('ptl132_data_loader_without_pin_memory', ('DataLoader',), None),
-    'PTL201': ('ptl201_removed_api', ('solve', 'symeig', 'eig', 'matrix_rank', 'lstsq', '_six'), None),
+    'PTL201': ('ptl201_removed_api', ('solve', 'symeig', 'eig', 'matrix_rank', 'lstsq', '_six', 'serialization'), None),
     'PTL202': ('ptl202_deprecated_api', ('torch',), None),
     'PTL203': ('ptl203_private_collate_import', ('_utils',), None),
     'PTL204': ('ptl204_torchvision_pretrained', ('pretrained',), '>=1.12'),

@@ -313,6 +313,10 @@ DEPRECATIONS: dict[str, Symbol] = table([
     Symbol("torch._six.string_classes", "removed", "(str, bytes)", removed="2.0"),
     Symbol("torch._six.int_classes", "removed", "int", removed="2.0"),
     Symbol("torch._six.container_abcs", "removed", "collections.abc", removed="2.0"),
+    Symbol("torch.utils.serialization", "removed",
+           "the `torchfile` package (`torchfile.load`) for Lua Torch files", removed="1.0"),
+    Symbol("torch.utils.serialization.load_lua", "removed",
+           "the `torchfile` package (`torchfile.load`)", removed="1.0"),
     # Deprecated linear algebra (torch.linalg is the replacement).
     Symbol("torch.qr", "deprecated", "torch.linalg.qr", since="1.9", fix=_fix_qr,
            note='`some=False` is `mode="complete"`'),

@@ -11,8 +11,9 @@ class RemovedApi(SymbolRule):
     ## What it does
     Flags calls, references and imports of torch APIs that no longer exist in
     the target torch version: `torch.solve`, `torch.lstsq`, `torch.symeig`,
-    `torch.eig`, `torch.matrix_rank` (removed in 1.13) and the `torch._six`
-    module (removed in 2.0). The message names the replacement and what
+    `torch.eig`, `torch.matrix_rank` (removed in 1.13), the `torch._six`
+    module (removed in 2.0) and `torch.utils.serialization.load_lua`, the
+    Lua Torch reader (removed in 1.0). The message names the replacement and what
     differs about it.
 
     The APIs are kept as data in `rules/_deprecations.py`, shared with
@@ -59,6 +60,6 @@ class RemovedApi(SymbolRule):
     message = "Use of a torch API that was removed"
     fix_title = "Use the replacement"
     fix_safety = Safety.SAFE
-    requires_text = ("solve", "symeig", "eig", "matrix_rank", "lstsq", "_six")
+    requires_text = ("solve", "symeig", "eig", "matrix_rank", "lstsq", "_six", "serialization")
     symbols = DEPRECATIONS
     statuses = ("removed",)
