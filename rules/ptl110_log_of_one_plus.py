@@ -22,6 +22,28 @@ def _one_plus(node: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
+_FLOATS = frozenset({"float", "float32", "float64", "double", "half", "float16", "bfloat16"})
+
+
+def _float_cast(node: cst.BaseExpression) -> bool:
+    """`v.float()`, `v.type(torch.float)`, `v.to(torch.float32)`, `torch.tensor(v,
+    dtype=torch.float)`: values just made floats, from counts as a rule (the
+    `log(count + 1)` feature transform), where `count + 1` is exact."""
+    if not isinstance(node, cst.Call):
+        return False
+    func = node.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else (
+        func.value if isinstance(func, cst.Name) else "")
+    if name in _FLOATS and not node.args:
+        return True
+    dtypes = [a.value for a in node.args if a.keyword is not None and a.keyword.value == "dtype"]
+    if name in ("type", "to") and node.args and node.args[0].keyword is None:
+        dtypes.append(node.args[0].value)
+    elif name not in ("tensor", "as_tensor", "from_numpy"):
+        return False
+    return any(isinstance(d, cst.Attribute) and d.attr.value in _FLOATS for d in dtypes)
+
+
 def _message(operand: cst.BaseExpression) -> str | None:
     node = operand.with_changes(lpar=[], rpar=[]) if operand.lpar else operand
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Subtract):
@@ -34,6 +56,11 @@ class LogOfOnePlus(Rule):
     ## What it does
     Flags `torch.log(1 + x)`, `torch.log(x + 1)`, `torch.log(1 - x)` and the
     method forms `(1 + x).log()`, `(1 - x).log()`.
+
+    Not flagged where `x` is a value just cast to a float
+    (`torch.log(counts.float() + 1)`, `torch.tensor(v, dtype=torch.float)`,
+    `.type(torch.float)`, `.to(torch.float32)`): the `log(count + 1)` feature
+    transform, where `count + 1` is exact and nothing is lost.
 
     ## Why is this bad?
     For small `x`, `1 + x` rounds to `1` (in float32 for any `|x|` below
@@ -81,7 +108,7 @@ class LogOfOnePlus(Rule):
                     a.keyword is not None and a.keyword.value != "out" for a in node.args):
                 return
             inner = _one_plus(bare(args[0].value))
-            if inner is None:
+            if inner is None or _float_cast(bare(inner)):
                 return
             if isinstance(func, cst.Attribute):
                 new_func = func.with_changes(attr=cst.Name("log1p"))
@@ -96,7 +123,7 @@ class LogOfOnePlus(Rule):
         elif (isinstance(func, cst.Attribute) and func.attr.value == "log" and not node.args
               and func.value.lpar):
             inner = _one_plus(func.value.with_changes(lpar=[], rpar=[]))
-            if inner is None:
+            if inner is None or _float_cast(bare(inner)):
                 return
             new = node.with_changes(func=func.with_changes(value=as_receiver(inner),
                                                            attr=cst.Name("log1p")))

@@ -12,6 +12,14 @@ from ptlint.rules._loaders import Loader, LoaderRule
 _ON_DEVICE = re.compile(r"\.cuda\(|\bdevice\s*=\s*(?![\"']cpu)|\.to\([^)]*\b(?:device|cuda|gpu)")
 
 
+def _unbatched(call: cst.Call) -> bool:
+    """`DataLoader(stream, batch_size=None)`: the dataset yields whole batches itself
+    (an iterable dataset or a data pipe, sharded by rank); workers would each
+    replay the stream unless it shards by worker too."""
+    size = argument(call, "batch_size", 1)
+    return size is not None and isinstance(size.value, cst.Name) and size.value.value == "None"
+
+
 class DataLoaderWithoutWorkers(LoaderRule):
     """
     ## What it does
@@ -38,6 +46,9 @@ class DataLoaderWithoutWorkers(LoaderRule):
       memory costs less than passing the batch from a worker process;
     - the whole dataset in one batch (`batch_size=len(dataset)`,
       `x.shape[0]`, `x.size(0)`);
+    - `batch_size=None`: the dataset yields whole batches itself (an
+      iterable dataset or a data pipe), and worker processes would each
+      replay it unless it also shards its stream by worker;
     - a loader over an instance of a dataset class of the file that is a
       `TensorDataset` written by hand (also made through `partial(Cls, ...)`):
       its `__getitem__` only indexes attributes and converts or views them
@@ -119,7 +130,7 @@ class DataLoaderWithoutWorkers(LoaderRule):
     def check(self, loader: Loader) -> None:
         node = loader.call
         if (loader.in_test or loader.tensor_dataset or any(a.star for a in node.args)
-                or self.skipped(loader) or self._on_device(node, loader)):
+                or self.skipped(loader) or _unbatched(node) or self._on_device(node, loader)):
             return
         workers = argument(node, "num_workers", 5)
         if workers is None:
