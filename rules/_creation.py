@@ -238,9 +238,18 @@ _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide,
 _EXACT = (cst.Add, cst.Subtract, cst.Multiply)  # correctly rounded everywhere
 
 
+_SPECIAL_FLOATS = frozenset({"inf", "-inf", "+inf", "infinity", "-infinity", "nan"})
+
+
 def _number(node: cst.BaseExpression) -> bool:
+    """`2`, `-0.5`, `float("-inf")`."""
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
         node = node.expression
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and \
+            node.func.value == "float" and len(node.args) == 1:
+        text = node.args[0].value
+        return isinstance(text, cst.SimpleString) and isinstance(text.evaluated_value, str) and \
+            text.evaluated_value.strip().lower() in _SPECIAL_FLOATS
     return isinstance(node, (cst.Integer, cst.Float))
 
 
