@@ -174,6 +174,7 @@ class LoaderRule(TracksTests, Rule):
         self._loop_of: dict[int, cst.For] = {}  # id(loader call) -> the loop iterating it
         self._loops: list[_Loop] = []
         self._whiles = 0  # `while` loops around the node visited
+        self._taken: dict[str, Key] = {}  # `x, y = next(batches)`: x, y -> batches
         self._moved_loops: set[int] = set()
         self._scopes: list[tuple[int, set[str]]] = [(0, set())]  # function id, names bound in it
         self._cuda_types: set[str] = set()  # `Tensor = torch.cuda.FloatTensor if cuda else ...`
@@ -289,6 +290,11 @@ class LoaderRule(TracksTests, Rule):
             if root(node.value) in batch:
                 for target in node.targets:
                     batch.update(_names(target.target))
+        taken = _taken_from(node.value)
+        if taken is not None and (self._loops or self._whiles):
+            for target in node.targets:
+                for part in _names(target.target):
+                    self._taken[part] = self.key(taken)
 
     def _alias(self, name: str, wrapper: cst.Call) -> None:
         """`pbar = tqdm(loader)`: iterating `pbar` iterates `loader`."""
@@ -404,11 +410,18 @@ class LoaderRule(TracksTests, Rule):
             fine = self._cheap(node) if method[1] == "__getitem__" else not self._lazy(node)
             if not fine:
                 self._not_in_memory.add(method[0])
-        if isinstance(func, cst.Attribute) and self._loops and self._moves_to_device(node):
+        if isinstance(func, cst.Attribute) and (self._loops or self._whiles) and \
+                self._moves_to_device(node):
             batch_root = root(func.value)
             for loop in self._loops:
                 if batch_root in loop.batch:
                     loop.moves = True
+            # `next(batches).to(device)`, `x.to(device)` after `x, y = next(batches)`
+            taken = _taken_from(func.value)
+            key = self.key(taken) if taken is not None else self._taken.get(batch_root or "")
+            if key is not None:
+                self.uses.setdefault(key, set()).add("moved")
+                self.any_moved = True
         if isinstance(func, (cst.Name, cst.Attribute)) and self.qualified_name(func) in LOADERS:
             self._loader(node)
             return
@@ -608,6 +621,14 @@ def _iterator_of(node: cst.BaseExpression) -> cst.BaseExpression | None:
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and \
             node.func.value == "iter" and len(node.args) == 1 and node.args[0].keyword is None:
         return node.args[0].value
+    return None
+
+
+def _taken_from(node: cst.BaseExpression) -> str | None:
+    """`batches` of `next(batches)`."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and \
+            node.func.value == "next" and node.args:
+        return dotted(node.args[0].value)
     return None
 
 

@@ -19,7 +19,8 @@ class DataLoaderWithoutPinMemory(LoaderRule):
     with `.cuda()`, `.to(device)` (a `"cuda..."` string, a name or attribute
     called `device`, or `device=`) or `.type(torch.cuda.FloatTensor)`, also
     item by item (`tuple(t.to(device) for t in batch)`,
-    `{k: v.cuda() for k, v in batch.items()}`), in a file whose code (not only its comments) mentions CUDA or
+    `{k: v.cuda() for k, v in batch.items()}`) or batch by batch
+    (`next(batches).to(device)` after `batches = iter(loader)`), in a file whose code (not only its comments) mentions CUDA or
     `torch.accelerator`. A loader that is returned, stored or passed to
     a function (so the loop may live elsewhere) counts when some loop in the
     file moves its batches. A loader iterated in place
