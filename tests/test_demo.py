@@ -42,7 +42,10 @@ def test_make_demo_shows_findings_the_autofixer_and_verify_and_passes():
     fixed = proc.stdout.index("$ ptlint check --fix --no-cache train.py")
     clean = proc.stdout.index("$ ptlint check --no-cache train.py")
     assert diff < fixed < clean
-    assert "Fixed 8 findings, 0 remaining." in proc.stdout[fixed:clean]
+    # the demo fixes PTL110's bad.py, where every finding has a safe fix
+    example = (FIXTURES / "PTL110_log_of_one_plus" / "bad.py").read_text()
+    fixes = sum(code == "PTL110" for _, code in expectations(example))
+    assert f"Fixed {fixes} findings, 0 remaining." in proc.stdout[fixed:clean]
     assert "All checks passed!" in proc.stdout[clean:]
     # the runtime companion, then one line that sums it up
     assert "PTL110 log-of-one-plus: passed on cpu" in proc.stdout
@@ -52,7 +55,7 @@ def test_make_demo_shows_findings_the_autofixer_and_verify_and_passes():
     assert "PTL001 train_digits.py: passed on cpu" in proc.stdout
     assert "found     output equal: " in proc.stdout
     assert lines[-1].startswith("demo passed: ") and lines[-1].endswith(
-        ", 8 fixes, 1 of 1 runtime checks passed")
+        f", {fixes} fixes, 1 of 1 runtime checks passed")
 
 
 def test_a_failing_step_fails_the_demo():
