@@ -166,19 +166,19 @@ class HostSyncInTrainingLoop(Rule):
             self.calls.append((self.model.site(node), f"{builtin}()", _printed_keys(node), True))
 
     def visit_If(self, node: cst.If) -> None:
-        self._tested(node.test)
+        self._tested(node.test, "if {}:")
 
     def visit_Assert(self, node: cst.Assert) -> None:
-        self._tested(node.test)
+        self._tested(node.test, "assert {}")
 
-    def _tested(self, test: cst.BaseExpression) -> None:
+    def _tested(self, test: cst.BaseExpression, statement: str) -> None:
         """`if torch.isnan(loss):`, `assert not loss.isinf().any()`: the check's
         result is read on the host to decide."""
         if self.model.here.loop is None:
             return
-        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-            test = test.expression
         check = test
+        if type(check) is cst.UnaryOperation and type(check.operator) is cst.Not:
+            check = check.expression
         if type(check) is cst.Call and type(check.func) is cst.Attribute and \
                 check.func.attr.value in ("any", "all") and not check.args:
             check = check.func.value  # `torch.isnan(loss).any()`
@@ -192,7 +192,7 @@ class HostSyncInTrainingLoop(Rule):
         else:
             return
         keys = value_keys(tensor, self.qualified_name, stop_at_host=True)
-        what = f"if {cst.Module([]).code_for_node(test)}:"
+        what = statement.format(cst.Module([]).code_for_node(test))
         self.calls.append((self.model.site(test), what, keys, False))
 
     def leave_Module(self, node: cst.Module) -> None:
