@@ -63,6 +63,7 @@ DTYPES = frozenset({
     "int16", "short", "int32", "int", "int64", "long", "bool", "complex64", "cfloat",
     "complex128", "cdouble",
 })
+FLOAT_DTYPES = frozenset({"float16", "half", "float32", "float", "float64", "double", "bfloat16"})
 # Views and reshapes over the whole tensor, and `repeat` (a copy of the whole); no
 # slicing: a slice of a device tensor would keep the whole allocation alive (but
 # indexing with only `None`, `:` and `...`, `t[None, :, :]`, is a view of the whole);

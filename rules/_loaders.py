@@ -267,7 +267,7 @@ class LoaderRule(TracksTests, Rule):
             if isinstance(node.value, cst.Call) and self.qualified_name(node.value.func) in LOADERS:
                 self._rebinds(name)
             self._assigned[id(node.value)] = self.key(name, binding=True)
-            batches = _iterator_of(node.value)
+            batches = _argument_of(node.value, "iter")
             if isinstance(batches, cst.Call):  # `batches = iter(DataLoader(...))`: the loader's name
                 self._assigned[id(batches)] = self.key(name)
             if "torch.cuda." in cst.Module([]).code_for_node(node.value):
@@ -616,20 +616,18 @@ def _first_batch_only(loop: cst.For) -> bool:
             and test.comparisons[0].comparator.evaluated_value < _FEW)
 
 
-def _iterator_of(node: cst.BaseExpression) -> cst.BaseExpression | None:
-    """`X` of `iter(X)`."""
+def _argument_of(node: cst.BaseExpression, function: str) -> cst.BaseExpression | None:
+    """`X` of `iter(X)` or `next(X)` (`function` names which)."""
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and \
-            node.func.value == "iter" and len(node.args) == 1 and node.args[0].keyword is None:
+            node.func.value == function and node.args and node.args[0].keyword is None:
         return node.args[0].value
     return None
 
 
 def _taken_from(node: cst.BaseExpression) -> str | None:
     """`batches` of `next(batches)`."""
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and \
-            node.func.value == "next" and node.args:
-        return dotted(node.args[0].value)
-    return None
+    batches = _argument_of(node, "next")
+    return dotted(batches) if batches is not None else None
 
 
 def _names_or_calls(node: cst.BaseExpression) -> list[cst.BaseExpression]:

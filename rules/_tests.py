@@ -41,19 +41,22 @@ class TracksTests:
     _test_file: bool | None = None  # worked out on the first question (asked per node)
     _framework = False
 
-    @property
-    def in_test(self) -> bool:
+    def _file_facts(self) -> None:
         if self._test_file is None:
             context = self.context  # type: ignore[attr-defined]
             self._test_file = is_test_file(context.path)
             self._framework = uses_a_test_framework(context.source)
-        return self._test_file or self._test_depth > 0 and (
+
+    @property
+    def in_test(self) -> bool:
+        self._file_facts()
+        return bool(self._test_file) or self._test_depth > 0 and (
             not self.test_names_need_a_framework or self._framework)
 
     @property
     def uses_a_framework(self) -> bool:
         """The file mentions pytest or unittest (see `uses_a_test_framework`)."""
-        self.in_test  # noqa: B018 - works it out
+        self._file_facts()
         return self._framework
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ptlint.analysis.dataflow import last_name
 from ptlint.fixers.expressions import as_receiver, bare, is_one, negated
 from ptlint.model import Safety
 from ptlint.rule import Rule
+from ptlint.rules._creation import FLOAT_DTYPES, Resolve, classify, is_dtype
 
 
 def _one_plus(node: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -22,26 +24,18 @@ def _one_plus(node: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
-_FLOATS = frozenset({"float", "float32", "float64", "double", "half", "float16", "bfloat16"})
-
-
-def _float_cast(node: cst.BaseExpression) -> bool:
+def _float_cast(node: cst.BaseExpression, resolve: Resolve) -> bool:
     """`v.float()`, `v.type(torch.float)`, `v.to(torch.float32)`, `torch.tensor(v,
     dtype=torch.float)`: values just made floats, from counts as a rule (the
     `log(count + 1)` feature transform), where `count + 1` is exact."""
     if not isinstance(node, cst.Call):
         return False
-    func = node.func
-    name = func.attr.value if isinstance(func, cst.Attribute) else (
-        func.value if isinstance(func, cst.Name) else "")
-    if name in _FLOATS and not node.args:
-        return True
-    dtypes = [a.value for a in node.args if a.keyword is not None and a.keyword.value == "dtype"]
-    if name in ("type", "to") and node.args and node.args[0].keyword is None:
-        dtypes.append(node.args[0].value)
-    elif name not in ("tensor", "as_tensor", "from_numpy"):
-        return False
-    return any(isinstance(d, cst.Attribute) and d.attr.value in _FLOATS for d in dtypes)
+    op = classify(node, resolve)  # a cast's dtype: spelled `torch.X`, or resolved as one
+    if op is not None:
+        return op.kind == "cast" and last_name(op.dtype) in FLOAT_DTYPES
+    return resolve(node.func) in ("torch.tensor", "torch.as_tensor") and any(
+        a.keyword is not None and a.keyword.value == "dtype" and is_dtype(a.value, resolve)
+        and last_name(a.value) in FLOAT_DTYPES for a in node.args)
 
 
 def _message(operand: cst.BaseExpression) -> str | None:
@@ -108,7 +102,7 @@ class LogOfOnePlus(Rule):
                     a.keyword is not None and a.keyword.value != "out" for a in node.args):
                 return
             inner = _one_plus(bare(args[0].value))
-            if inner is None or _float_cast(bare(inner)):
+            if inner is None or _float_cast(bare(inner), self.qualified_name):
                 return
             if isinstance(func, cst.Attribute):
                 new_func = func.with_changes(attr=cst.Name("log1p"))
@@ -123,7 +117,7 @@ class LogOfOnePlus(Rule):
         elif (isinstance(func, cst.Attribute) and func.attr.value == "log" and not node.args
               and func.value.lpar):
             inner = _one_plus(func.value.with_changes(lpar=[], rpar=[]))
-            if inner is None or _float_cast(bare(inner)):
+            if inner is None or _float_cast(bare(inner), self.qualified_name):
                 return
             new = node.with_changes(func=func.with_changes(value=as_receiver(inner),
                                                            attr=cst.Name("log1p")))
