@@ -91,6 +91,7 @@ class Settings:
     cache_dir: str = ".ptlint_cache"
     root: Path = field(default_factory=Path.cwd)  # the folder of the config file (or cwd)
     config_path: Path | None = None
+    sources: tuple[Path, ...] = ()  # the configuration files read: config_path, then its bases
 
     # -- selection --------------------------------------------------------------
     @cached_property
@@ -238,12 +239,13 @@ def _relative(path: str, root: Path) -> str:
 
 
 def expand(selectors: list[str], key: str, *, allow_syntax: bool = False) -> list[str]:
-    """Codes matched by `ALL`, exact codes, prefixes (`PTL1`) or rule names."""
+    """Codes matched by `ALL`, exact codes, prefixes (`PTL1`) or rule names; an
+    error's message begins with `key` (where the selectors were written)."""
     out: list[str] = []
     for selector in selectors:
         sel = selector.strip()
         if not sel:
-            raise ConfigError(f"empty rule selector in {key}")
+            raise ConfigError(f"{key}: empty rule selector")
         upper = sel.upper()
         if upper == "ALL":
             out.extend(CATALOG)
@@ -255,14 +257,14 @@ def expand(selectors: list[str], key: str, *, allow_syntax: bool = False) -> lis
         if upper and "PTL000".startswith(upper):
             matched.append("PTL000")
         if not matched:
-            raise ConfigError(f"unknown rule selector {selector!r} in {key}")
+            raise ConfigError(f"{key}: unknown rule selector {selector!r}")
         out.extend(matched)
     return out
 
 
 _KEYS = {f.name.replace("_", "-"): f.name for f in fields(Settings)
-         if f.name not in ("root", "config_path", "torch_version_source", "torch_version_explicit",
-                           "ignore_noqa")}
+         if f.name not in ("root", "config_path", "sources", "torch_version_source",
+                           "torch_version_explicit", "ignore_noqa")}
 
 
 def _tool_table(data: dict, path: Path) -> dict | None:
@@ -350,24 +352,16 @@ def inline_settings(text: str) -> dict[str, Any]:
 
 
 def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> Settings:
-    """Settings from `path` (or defaults), then command-line overrides."""
+    """Settings from `path` (and the files it extends, or defaults), then
+    command-line overrides."""
     settings = Settings()
     if path is not None:
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-        table = data if path.name == "ptlint.toml" else _tool_table(data, path) or {}
-        lint = "`lint`" if path.name == "ptlint.toml" else "`tool.ptlint.lint`"
-        for key, value in _with_lint_table(table, path, lint).items():
-            if key not in _KEYS:
-                raise ConfigError(f"{path}: unknown key {key!r} in [tool.ptlint]"
-                                  if path.name != "ptlint.toml" else f"{path}: unknown key {key!r}")
-            _set(settings, _KEYS[key], value, f"{path}: {key}")
+        sources: list[Path] = []
+        for name, (value, where) in _file_settings(path, sources).items():
+            _set(settings, name, value, where)
         settings.root = path.parent.resolve()
         settings.config_path = path
+        settings.sources = tuple(sources)
     for name, value in (overrides or {}).items():
         if value is None:
             continue
@@ -382,6 +376,85 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> S
         settings.torch_version, settings.torch_version_source = target_version(settings.root)
     validate(settings)
     return settings
+
+
+# The keys whose values add up along an `extend` chain, as in ruff (the others replace).
+_ADDED = frozenset({"extend_exclude", "extend_include", "extend_fixable", "extend_safe_fixes",
+                    "extend_unsafe_fixes", "extend_per_file_ignores"})
+_SELECTION = ("select", "extend_select", "ignore")
+
+
+def _file_settings(path: Path, sources: list[Path]) -> dict[str, tuple[Any, str]]:
+    """The settings a configuration file makes, by field name, each with where it
+    is set (`FILE: key`): those of the file it `extend`s first, its own on top.
+    `sources` gets every file read, the base last."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    # ptlint.toml holds the settings at its top, pyproject.toml in [tool.ptlint],
+    # a file of another name in [tool.ptlint] if it has a `tool` table, else at its top
+    toml = path.name == "ptlint.toml" or path.name != "pyproject.toml" and "tool" not in data
+    table = data if toml else _tool_table(data, path) or {}
+    table = _with_lint_table(table, path, "`lint`" if toml else "`tool.ptlint.lint`")
+    sources.append(path)
+    found: dict[str, tuple[Any, str]] = {}
+    own: dict[str, tuple[Any, str]] = {}
+    for key, value in table.items():
+        if key == "extend":
+            found = _file_settings(_extended(path, value, sources), sources)
+            continue
+        if key not in _KEYS:
+            raise ConfigError(f"{path}: unknown key {key!r}" if toml else
+                              f"{path}: unknown key {key!r} in [tool.ptlint]")
+        where = f"{path}: {key}"
+        _set(Settings(), _KEYS[key], value, where)  # its type checked here
+        own[_KEYS[key]] = (value, where)
+    if "select" in own:  # a selection of its own: the base's is left behind
+        found = {k: v for k, v in found.items() if k not in _SELECTION}
+    elif own.keys() & {"extend_select", "ignore"} and found.keys() & set(_SELECTION):
+        found = _selection_made(found)
+    for name, (value, where) in own.items():
+        if name in _ADDED and name in found:
+            base = found[name][0]
+            value = merge_globs(base, value) if isinstance(value, dict) else [*base, *value]
+        found[name] = (value, where)
+    return found
+
+
+def _extended(path: Path, value: Any, sources: list[Path]) -> Path:
+    """The file that `extend = value` in `path` names (relative to its folder;
+    `~` and environment variables expanded, as in ruff)."""
+    where = f"{path}: extend"
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: expected the path of a configuration file")
+    base = path.parent / os.path.expandvars(os.path.expanduser(value))
+    if not base.is_file():
+        raise ConfigError(f"{where}: no such configuration file {value!r}")
+    if any(os.path.samefile(base, seen) for seen in sources):
+        chain = " -> ".join(os.path.normpath(p) for p in [*sources, base])
+        raise ConfigError(f"{where}: the files extend each other in a circle ({chain})")
+    return base
+
+
+def _selection_made(found: dict[str, tuple[Any, str]]) -> dict[str, tuple[Any, str]]:
+    """`found` with its rule selection written out as the codes it selects, so
+    that a file extending it can add to it and take from it, as in ruff (an
+    `extend-select` there turns on a rule the base ignores)."""
+    base = Settings(**{k: found[k][0] for k in _SELECTION if k in found})
+    where = next(found[k][1] for k in _SELECTION if k in found)
+    try:
+        codes = sorted(base.enabled_codes)
+        syntax = base._syntax_errors
+    except ConfigError as exc:
+        raise ConfigError(f"{where.rsplit(': ', 1)[0]}: {exc}") from None
+    kept = {k: v for k, v in found.items() if k not in _SELECTION}
+    kept["select"] = (codes, where)
+    if not syntax:  # PTL000 (syntax errors) is on unless ignored
+        kept["ignore"] = (["PTL000"], where)
+    return kept
 
 
 class Configs:
@@ -464,7 +537,14 @@ def with_target(settings: Settings, folder: Path, targets: dict, variants: dict)
     return kept[1]
 
 
+# The settings that hold rule selectors.
+_SELECTORS = frozenset({"select", "extend_select", "ignore", "fixable", "extend_fixable",
+                        "unfixable", "extend_safe_fixes", "extend_unsafe_fixes"})
+
+
 def _set(settings: Settings, name: str, value: Any, where: str) -> None:
+    """`settings.name = value`, written at `where` (`FILE: key`, `--option`), or a
+    ConfigError that names it."""
     default = getattr(Settings(), name)
     if name == "torch_version":
         value = parse_version(str(value), where)
@@ -476,14 +556,21 @@ def _set(settings: Settings, name: str, value: Any, where: str) -> None:
             isinstance(v, list) and all(isinstance(c, str) for c in v) for v in value.values()
         ):
             raise ConfigError(f"{where}: expected a table of glob = [codes]")
+        for glob, codes in value.items():
+            expand(codes, f"{where}.{glob}", allow_syntax=True)
     elif name == "select" or isinstance(default, list):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where}: expected a list of strings")
+        if name in _SELECTORS:
+            expand(value, where, allow_syntax=True)
     elif isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected true or false")
     elif isinstance(default, str) and not isinstance(value, str):
         raise ConfigError(f"{where}: expected a string")
+    elif name == "output_format" and value not in OUTPUT_FORMATS:
+        raise ConfigError(f"{where}: unknown output format {value!r} "
+                          f"(choose from {', '.join(OUTPUT_FORMATS)})")
     setattr(settings, name, value)
 
 
@@ -497,17 +584,6 @@ def parse_version(text: str, where: str) -> Any:
 
 
 def validate(settings: Settings) -> None:
-    if settings.output_format not in OUTPUT_FORMATS:
-        raise ConfigError(
-            f"unknown output format {settings.output_format!r} "
-            f"(choose from {', '.join(OUTPUT_FORMATS)})"
-        )
-    for key in ("select", "extend_select", "ignore", "fixable", "extend_fixable", "unfixable",
-                "extend_safe_fixes", "extend_unsafe_fixes"):
-        expand(getattr(settings, key) or [], key.replace("_", "-"), allow_syntax=True)
-    for key in ("per_file_ignores", "extend_per_file_ignores"):
-        for glob, codes in getattr(settings, key).items():
-            expand(codes, f"{key.replace('_', '-')}.{glob}", allow_syntax=True)
     _check_cache_dir(settings)
     settings._per_file  # noqa: B018 - builds the globs' patterns
     settings.enabled_codes  # noqa: B018

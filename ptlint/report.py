@@ -114,7 +114,9 @@ def show_settings(target: str, settings: Settings, stream: TextIO) -> None:
     from ptlint._catalog import RULES
 
     where = settings.config_path.resolve() if settings.config_path else "none (defaults)"
-    lines = [f"Resolved settings for: {target}", f"Settings path: {where}", ""]
+    lines = [f"Resolved settings for: {target}", f"Settings path: {where}"]
+    lines += [f"  extends: {base.resolve()}" for base in settings.sources[1:]]
+    lines.append("")
     lines.append(f'torch-version = "{settings.torch_version}"')
     lines.append(f"  # from {settings.torch_version_source}")
     shown = ("select", "extend_select", "ignore", "per_file_ignores", "extend_per_file_ignores",

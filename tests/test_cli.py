@@ -395,7 +395,7 @@ def test_bad_config_is_a_clear_error(cli, project, content, message):
     (project / "pyproject.toml").write_text(content)
     out = cli("src", cwd=project)
     assert out.returncode == 2
-    assert message in out.stderr and "pyproject.toml" in out.stderr or message in out.stderr
+    assert message in out.stderr and "pyproject.toml" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
 
 

@@ -237,7 +237,7 @@ def test_extend_fixable_adds_to_fixable(cli, project):
         '[tool.ptlint.lint]\nfixable = ["PTL0"]\nextend-fixable = ["tensor-moved-after-creation"]\n')
     assert cli("m.py", "--diff", cwd=project).returncode == 1
     bad = cli("m.py", "--extend-fixable", "PTL9", cwd=project)
-    assert bad.returncode == 2 and "unknown rule selector 'PTL9' in extend-fixable" in bad.stderr
+    assert bad.returncode == 2 and "--extend-fixable: unknown rule selector 'PTL9'" in bad.stderr
 
 
 def test_per_file_ignores_on_the_command_line(cli, project):
@@ -268,7 +268,7 @@ def test_per_file_ignores_on_the_command_line(cli, project):
         '[tool.ptlint]\nextend-per-file-ignores = {"m.py" = ["PTL9"]}\n')
     bad = cli(".", cwd=project)
     assert bad.returncode == 2
-    assert "unknown rule selector 'PTL9' in extend-per-file-ignores.m.py" in bad.stderr
+    assert "pyproject.toml: extend-per-file-ignores.m.py: unknown rule selector 'PTL9'" in bad.stderr
 
 
 def test_isolated_and_exclude(cli, project):

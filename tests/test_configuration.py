@@ -250,3 +250,69 @@ def test_a_wrong_lint_table_is_a_clear_error(cli, tmp_path, content, message):
     (tmp_path / "a.py").write_text(MOVED)
     out = lint(cli, ".", cwd=tmp_path)
     assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+# -- `extend`: one configuration built on another, as in ruff ---------------------------------
+def test_a_configuration_extends_another_as_in_ruff(cli, tmp_path):
+    """The base's settings first, the file's own on top: a key set again replaces
+    the base's, an `extend-*` key adds to it, and a rule the base ignores can be
+    selected again with `extend-select`."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.ptlint]\nignore = ["PTL101"]\nextend-exclude = ["gen/"]\n'
+        '[tool.ptlint.per-file-ignores]\n"old.py" = ["PTL102"]\n')
+    sub = tmp_path / "sub"
+    (sub / "gen").mkdir(parents=True)
+    (sub / "build").mkdir()
+    (sub / "ptlint.toml").write_text(
+        'extend = "../pyproject.toml"\nextend-exclude = ["build/"]\n'
+        '[lint]\nextend-select = ["PTL101"]\n')
+    for name in ("a.py", "old.py", "gen/g.py", "build/b.py"):
+        (sub / name).write_text(MOVED + WRAP)
+    (tmp_path / "top.py").write_text(MOVED + WRAP)
+    out = lint(cli, ".", cwd=tmp_path)
+    assert codes_by_file(out.stdout) == {
+        "sub/a.py": ["PTL101", "PTL102"],  # PTL101 selected again over the base's ignore
+        "sub/old.py": ["PTL101"],          # the base's per-file-ignores, from sub's folder
+        "top.py": ["PTL102"],              # the base itself, unchanged
+    }, out.stdout + out.stderr
+    # a selection of its own leaves the base's behind
+    (sub / "ptlint.toml").write_text('extend = "../pyproject.toml"\nselect = ["PTL101"]\n')
+    assert codes_by_file(lint(cli, "sub/a.py", cwd=tmp_path).stdout) == {"sub/a.py": ["PTL101"]}
+    settings = cli("--show-settings", "sub/a.py", cwd=tmp_path).stdout
+    assert f"Settings path: {sub / 'ptlint.toml'}" in settings
+    assert f"  extends: {tmp_path / 'pyproject.toml'}" in settings
+
+
+def test_a_base_of_another_name_and_an_extend_chain(cli, tmp_path, monkeypatch):
+    """`~` and environment variables are expanded; the base may extend in turn;
+    a file of another name holds its settings in `[tool.ptlint]` or at its top."""
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "root.toml").write_text('ignore = ["PTL102"]\n')
+    (tmp_path / "shared" / "mid.toml").write_text(
+        '[tool.ptlint]\nextend = "root.toml"\nextend-select = ["PTL113"]\n')
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "pyproject.toml").write_text(
+        '[tool.ptlint]\nextend = "$SHARED/mid.toml"\n')
+    (tmp_path / "proj" / "a.py").write_text(MOVED + WRAP)
+    monkeypatch.setenv("SHARED", str(tmp_path / "shared"))
+    out = lint(cli, ".", cwd=tmp_path / "proj")
+    assert codes_by_file(out.stdout) == {"a.py": ["PTL101"]}, out.stdout + out.stderr
+    settings = cli("--show-settings", "a.py", cwd=tmp_path / "proj").stdout
+    assert '"PTL113"' in settings and '"PTL102"' not in settings
+
+
+@pytest.mark.parametrize("content, message", [
+    ('extend = "nope.toml"\n', "ptlint.toml: extend: no such configuration file 'nope.toml'"),
+    ('extend = 3\n', "ptlint.toml: extend: expected the path of a configuration file"),
+    ('extend = "ptlint.toml"\n', "extend: the files extend each other in a circle"),
+    ('extend = "base.toml"\n', "base.toml: ignore: unknown rule selector 'PTL9'"),
+    ('extend = "base.toml"\nextend-select = ["PTL113"]\n',
+     "base.toml: ignore: unknown rule selector 'PTL9'"),
+])
+def test_a_wrong_extend_is_a_clear_error(cli, tmp_path, content, message):
+    (tmp_path / "base.toml").write_text('ignore = ["PTL9"]\n')
+    (tmp_path / "ptlint.toml").write_text(content)
+    (tmp_path / "a.py").write_text(MOVED)
+    out = lint(cli, ".", cwd=tmp_path)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr

@@ -238,6 +238,20 @@ async def test_a_configuration_change_is_seen_without_file_watching(tmp_path):
         assert await ed.wait(lambda pub: pub.uri == doc, since) == []
 
 
+async def test_a_change_to_an_extended_configuration_is_seen(tmp_path):
+    """A configuration is read again when a file it `extend`s changes, whatever
+    that file's name."""
+    base = tmp_path / "shared.toml"
+    base.write_text('ignore = ["PTL102"]\n')
+    (tmp_path / "ptlint.toml").write_text('extend = "shared.toml"\n')
+    async with editor(tmp_path, client="neovim@v0.11.0") as ed:
+        doc = ed.open(tmp_path / "a.py", DP)
+        assert await ed.diagnostics(doc) == []
+        base.write_text("ignore = []\n")
+        ed.change(doc, DP + "\n")
+        assert [d.code for d in await ed.diagnostics(doc)] == ["PTL102"]
+
+
 async def test_initialization_options_override_the_configuration(tmp_path):
     (tmp_path / "ptlint.toml").write_text('ignore = ["PTL102"]\n')
     text = DP + "loader = torch.utils.data.DataLoader(ds)\nfor batch in loader:\n    print(batch)\n"

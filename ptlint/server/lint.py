@@ -23,12 +23,13 @@ OVERRIDES = {"select": "select", "extend-select": "extend_select", "ignore": "ig
 class Configs:
     """The settings of the nearest `pyproject.toml` / `ptlint.toml` of each
     document, found as the command line finds them, with the initialization
-    options' overrides. A configuration is read again when its file changes."""
+    options' overrides. A configuration is read again when its file, or a file it
+    extends, changes."""
 
     def __init__(self, overrides: dict[str, Any], folders: list[Path]) -> None:
         self.overrides = overrides
         self.folders = folders
-        self._cache: dict[tuple, Settings] = {}
+        self._cache: dict[Path | None, tuple[tuple, Settings]] = {}  # config -> (stamps, it)
         self._targets: dict = {}  # the torch version of each folder's project (config)
         self._variants: dict = {}
         self._lock = threading.Lock()
@@ -50,18 +51,11 @@ class Configs:
 
     def _settings_for(self, anchor: Path) -> Settings:
         config = find_config(anchor)
-        stamp: tuple = (None,)
-        if config is not None:
-            try:
-                st = os.stat(config)
-                stamp = (str(config), st.st_mtime_ns, st.st_size)
-            except OSError:
-                stamp = (str(config),)
-        cached = self._cache.get(stamp)
-        if cached is not None:
-            return cached
+        cached = self._cache.get(config)
+        if cached is not None and cached[0] == _stamps(cached[1].sources):
+            return cached[1]
         settings = load_config(config, self.overrides)
-        self._cache[stamp] = settings
+        self._cache[config] = (_stamps(settings.sources), settings)
         return settings
 
     def clear(self) -> None:
@@ -127,6 +121,18 @@ class Linted:
 def path_name(snapshot: Snapshot) -> str:
     """The path findings are reported under (per-file-ignores match it)."""
     return str(snapshot.path) if snapshot.path is not None else snapshot.uri
+
+
+def _stamps(paths: tuple[Path, ...]) -> tuple:
+    """What tells that the configuration files `paths` changed."""
+    found: list[tuple] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            found.append((str(path), st.st_mtime_ns, st.st_size))
+        except OSError:
+            found.append((str(path),))
+    return tuple(found)
 
 
 def lint(snapshot: Snapshot, configs: Configs, parser: Any = None) -> Linted:
