@@ -182,9 +182,12 @@ class Settings:
     def fix_allowed(self, code: str, safety: Safety, *, unsafe: bool) -> bool:
         if safety is Safety.DISPLAY_ONLY or (safety is Safety.UNSAFE and not unsafe):
             return False
-        if code in set(expand(self.unfixable, "unfixable")):
+        if code in set(expand(self.unfixable, "unfixable", allow_syntax=True)):
             return False
-        return code in set(expand([*self.fixable, *self.extend_fixable], "fixable"))
+        fixable = [*self.fixable, *self.extend_fixable]
+        if code == "PTL000" and any(s.strip().upper() == "ALL" for s in fixable):
+            return True  # a syntax error's fix (`async=`) is a rule's as far as ALL goes
+        return code in set(expand(fixable, "fixable", allow_syntax=True))
 
     @cached_property
     def _exclude(self) -> pathspec.PathSpec:

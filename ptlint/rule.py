@@ -71,7 +71,7 @@ def code_matches(pattern: re.Pattern[str], code: str) -> bool:
             if token.type == tokenize.COMMENT:  # a comment runs to the end of its line
                 row, column = token.start
                 lines[row - 1] = lines[row - 1][:column] + "\n"
-    except (tokenize.TokenError, SyntaxError, SystemError):  # SystemError: see suppress._tokens
+    except (tokenize.TokenError, SyntaxError, SystemError):  # SystemError: see io.text.tokens
         return True
     return bool(pattern.search("".join(lines)))
 

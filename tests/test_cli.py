@@ -439,6 +439,38 @@ def test_syntax_error_is_reported_and_the_run_goes_on(cli, project):
     assert cli("src", "--ignore", "PTL000", "--output-format", "concise", cwd=project).stdout.count("PTL000") == 0
 
 
+OLD_MOVES = ("import torch\n\n\ndef train(loader, model):\n"
+             "    net = torch.nn.DataParallel(model)\n"
+             "    for x, y in loader:\n"
+             "        x = x.cuda(async=True)\n"
+             "        y = y.to('cuda',\n                 async=True)\n"
+             "        x.copy_(y, async=True)\n")
+
+
+def test_async_argument_of_old_torch_is_fixed_and_the_file_then_linted(cli, project):
+    """`.cuda(async=True)` is a syntax error since Python 3.7: PTL000 says torch
+    renamed the argument, and its fix renames every one so that the rules see the file."""
+    path = project / "src" / "old.py"
+    path.write_text(OLD_MOVES)
+    out = cli("src/old.py", "--output-format", "concise", cwd=project)
+    assert out.stdout.splitlines()[0] == (
+        "src/old.py:7:20: PTL000 SyntaxError: `async` is a keyword since Python 3.7; "
+        "torch 0.4 renamed this argument `non_blocking`"), out.stdout
+    assert "1 fixable" in out.stdout
+    kept = cli("src/old.py", "--fix", "--config", 'unfixable = ["PTL000"]', cwd=project)
+    assert kept.returncode == 1 and path.read_text() == OLD_MOVES
+    fixed = cli("src/old.py", "--fix", "--output-format", "concise", cwd=project)
+    assert path.read_text() == OLD_MOVES.replace("async=", "non_blocking=")
+    assert [line.split()[1] for line in fixed.stdout.splitlines() if "src/old.py" in line] == [
+        "PTL102"], fixed.stdout  # the file now parses: the rules ran on it
+    # an `async=` of another call stays a plain syntax error, with no fix
+    path.write_text(OLD_MOVES + "    launch(job, async=True)\n")
+    plain = cli("src/old.py", "--fix", "--output-format", "concise", cwd=project)
+    assert path.read_text() == OLD_MOVES + "    launch(job, async=True)\n"
+    assert "PTL000 SyntaxError: `async` is a keyword" in plain.stdout
+    assert "fixable" not in plain.stdout and "error:" not in plain.stderr, plain.stderr
+
+
 def test_stdin(cli, project):
     out = cli("-", "--stdin-filename", "src/model.py", "--output-format", "concise", stdin=BAD, cwd=project)
     assert out.returncode == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+import tokenize
 import warnings
 from contextlib import contextmanager
 from typing import Iterator
@@ -16,8 +17,8 @@ from typing import Iterator
 import libcst as cst
 
 from ptlint.analysis.walk import descendants
-from ptlint.io.text import line_starts, line_text
-from ptlint.model import SYNTAX_ERROR, Finding, Position, Span
+from ptlint.io.text import line_starts, line_text, tokens
+from ptlint.model import SYNTAX_ERROR, Edit, Finding, Fix, Position, Safety, Span
 
 OLDEST_PYTHON = (3, 10)  # pyproject.toml's requires-python: what fixed code must run on
 _FSTRING = re.compile(r"(?<![\w'\"])[rRbBuU]?[fF][rR]?['\"]")
@@ -27,10 +28,58 @@ def has_fstrings(text: str) -> bool:
     return _FSTRING.search(text) is not None
 
 
-def syntax_finding(path: str, line: int, column: int, detail: str) -> Finding:
+def syntax_finding(path: str, line: int, column: int, detail: str,
+                   text: str | None = None) -> Finding:
+    """PTL000 at (line, column); given the file's `text`, one at `.cuda(async=True)`
+    says what it is, with its fix."""
     code, name = SYNTAX_ERROR
     start = Position(line, column)
-    return Finding(path, code, name, f"SyntaxError: {detail}", Span(start, start))
+    renamed = _async_arguments(text) if text is not None and "async" in text else []
+    if start not in renamed:
+        return Finding(path, code, name, f"SyntaxError: {detail}", Span(start, start))
+    end = Position(line, column + len("async"))
+    message = (f"SyntaxError: `async` is a keyword since Python 3.7; torch 0.4 renamed this "
+               f"argument `non_blocking`")
+    fix = Fix("Rename every `async=` of a tensor's move to `non_blocking=`", Safety.SAFE,
+              tuple(Edit(at, Position(at.line, at.column + len("async")), "non_blocking")
+                    for at in renamed))
+    starts, pieces, last = line_starts(text), [], 0
+    for at in renamed:
+        offset = starts[at.line - 1] + at.column
+        pieces += [text[last:offset], "non_blocking"]
+        last = offset + len("async")
+    if python_verdict("".join([*pieces, text[last:]])) is not None:  # another error left
+        fix = None
+    return Finding(path, code, name, message, Span(start, end), fix)
+
+
+# The tensor methods whose `async` argument torch 0.4 renamed `non_blocking`.
+_ASYNC_METHODS = frozenset({"cuda", "to", "copy_", "type"})
+
+
+def _async_arguments(text: str) -> list[Position]:
+    """Where `async=` is passed to `.cuda(...)`, `.to(...)`, `.copy_(...)` or
+    `.type(...)` in `text` (Python's tokenizer reads `async` as a name)."""
+    found: list[Position] = []
+    callees: list[str | None] = []  # per open bracket: the method it calls, if one of those
+    before: list[str] = ["", ""]  # the two tokens before this one
+    waiting: Position | None = None  # an `async` that `=` would make an argument
+    for tok in tokens(text):
+        if tok.type in (tokenize.NL, tokenize.COMMENT):
+            continue
+        string = tok.string
+        if waiting is not None and string == "=" and callees and callees[-1]:
+            found.append(waiting)
+        waiting = None
+        if string in ("(", "[", "{"):
+            method = before[-1] if string == "(" and before[-2] == "." else None
+            callees.append(method if method in _ASYNC_METHODS else None)
+        elif string in (")", "]", "}") and callees:
+            callees.pop()
+        elif string == "async" and before[-1] in ("(", ","):
+            waiting = Position(tok.start[0], tok.start[1])
+        before = [before[-1], string]
+    return found
 
 
 def python_verdict(text: str, *, full: bool = False) -> tuple[int, int, str] | None:
@@ -63,7 +112,7 @@ def syntax_error(path: str, exc: Exception, text: str, what: str = "file") -> Fi
     an error line (ptlint's limitation, not the user's syntax error)."""
     verdict = python_verdict(text)
     if verdict is not None:
-        return syntax_finding(path, *verdict)
+        return syntax_finding(path, *verdict, text=text)
     line = getattr(exc, "raw_line", None) or getattr(exc, "lineno", None) or 1
     if isinstance(exc, RecursionError):
         detail = "too deeply nested"

@@ -77,7 +77,7 @@ def _run_rules(text: str, path: str, settings: "Settings", rules: list[type[Rule
         # than LibCST's) is enough to report a syntax error.
         verdict = python_verdict(text)
         if verdict is not None and settings.is_enabled("PTL000", path):
-            result.findings.append(syntax_finding(path, *verdict))
+            result.findings.append(syntax_finding(path, *verdict, text=text))
         if timings is not None:
             timings["syntax check only"] = timings.get("syntax check only", 0.0) + clock() - t0
         return verdict is None

@@ -17,14 +17,13 @@ directives for findings (`--add-noqa`).
 from __future__ import annotations
 
 import bisect
-import io
 import re
 import tokenize
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from ptlint._catalog import RULES as CATALOG
-from ptlint.io.text import line_starts, line_text
+from ptlint.io.text import line_starts, line_text, tokens
 from ptlint.model import Edit, Finding, Fix, Position, Safety, Span
 
 UNUSED_NOQA = next(code for code, (name, _) in CATALOG.items() if name == "unused-noqa")
@@ -89,16 +88,6 @@ def _code_list(comment: str, after: int) -> list[tuple[str, str, int, int]] | No
         pos = item.end()
 
 
-def _tokens(text: str) -> Iterable[tokenize.TokenInfo]:
-    """The file's tokens up to the first error (a file that does not tokenize
-    does not parse either: a PTL000 finding). Lines break at \\r\\n, \\r and \\n, as
-    for Python and the positions of findings."""
-    try:
-        yield from tokenize.generate_tokens(io.StringIO(text, newline=None).readline)
-    except (tokenize.TokenError, SyntaxError, ValueError, RecursionError, SystemError):
-        return  # SystemError: CPython 3.13.0's tokenizer on a null byte
-
-
 @dataclass
 class Directives:
     """The suppression comments of one module's text."""
@@ -116,7 +105,7 @@ class Directives:
         if not rows and _CANDIDATE.search(text) is None:
             return out  # most files: no tokenizing
         last_line = 0  # where the last token that is not a comment ended
-        for tok in _tokens(text):
+        for tok in tokens(text):
             kind, line = tok.type, tok.start[0]
             if kind in (tokenize.NEWLINE, tokenize.NL):
                 out.ends.append(line)

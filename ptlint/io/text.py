@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
@@ -208,6 +208,16 @@ def line_text(text: str, starts: Sequence[int], line: int) -> str:
 
 
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def tokens(text: str) -> Iterable[tokenize.TokenInfo]:
+    """The text's tokens up to the first error (a text that does not tokenize
+    does not parse either: a PTL000 finding). Lines break at \\r\\n, \\r and \\n, as
+    for Python and the positions of findings."""
+    try:
+        yield from tokenize.generate_tokens(io.StringIO(text, newline=None).readline)
+    except (tokenize.TokenError, SyntaxError, ValueError, RecursionError, SystemError):
+        return  # SystemError: CPython 3.13.0's tokenizer on a null byte
 
 
 def printable(text: str) -> str:
