@@ -84,8 +84,10 @@ class VariableWrapper(Rule):
 
     ## Fix safety
     The fix removes the wrapper: `Variable(x)` becomes `x`, and
-    `Variable(x, requires_grad=True)` becomes `x.requires_grad_()` (or passes
-    `requires_grad=True` to a torch factory that takes it). `volatile=` and
+    `Variable(x, requires_grad=True)` becomes `x.detach().requires_grad_()`,
+    the new leaf `Variable` made (`x.requires_grad_()` when `x` is already a
+    new tensor, as below, or passes `requires_grad=True` to a torch factory
+    that takes it): that form is safe whatever `x` is. `volatile=` and
     `requires_grad=False` are dropped. A statement of its own that would be
     left as `x = x` (`x = Variable(x)`, `self.h = Variable(self.h)`) is
     removed, with the comments above it kept above the next statement
@@ -96,8 +98,7 @@ class VariableWrapper(Rule):
     or `torch.tensor(...)`, or `x.data` / `x.detach()` (also followed by
     `.clone()`). Otherwise it is
     unsafe, because `Variable(x)` detaches: if `x` requires grad,
-    gradients now flow back through it, and `x.requires_grad_()` changes `x`
-    itself rather than a detached copy. For the usual case, a batch from a
+    gradients now flow back through it. For the usual case, a batch from a
     data loader, both forms compute the same thing.
 
     The now unused `from torch.autograd import Variable` is left in place.
@@ -161,7 +162,10 @@ class VariableWrapper(Rule):
         else:
             args = () if isinstance(flag.value, cst.Name) and flag.value.value == "True" \
                 else (cst.Arg(flag.value),)
-            new = call_method(_parenthesized(data), "requires_grad_", *args)
+            # `Variable(x, requires_grad=True)` is a new leaf: `x.detach()`, not `x` itself
+            leaf = _parenthesized(data) if fresh else call_method(_parenthesized(data), "detach")
+            new = call_method(leaf, "requires_grad_", *args)
+            fresh = True  # the same tensor as Variable's
         safety = Safety.SAFE if fresh else Safety.UNSAFE
         rebinding = self.rebinding.get(id(node))
         if rebinding is not None and not wants_grad and dotted(data) == rebinding[0]:
