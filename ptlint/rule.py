@@ -4,9 +4,11 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import io
 import pkgutil
 import re
 import time
+import tokenize
 import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, Iterator, Sequence
@@ -58,22 +60,21 @@ class Context:
         return found
 
 
-def code_matches(pattern: re.Pattern[str], code: str) -> bool:
-    """Whether `code`, its comments left out, matches `pattern`."""
-    if not pattern.search(code):
-        return False
-    import io
-    import tokenize
+def without_comments(code: str) -> str:
+    """`code` with its comments left out (as it is, if it does not tokenize)."""
+    from ptlint.io.text import tokens
 
     lines = io.StringIO(code).readlines()  # the lines the tokenizer numbers
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(code).readline):
-            if token.type == tokenize.COMMENT:  # a comment runs to the end of its line
-                row, column = token.start
-                lines[row - 1] = lines[row - 1][:column] + "\n"
-    except (tokenize.TokenError, SyntaxError, SystemError):  # SystemError: see io.text.tokens
-        return True
-    return bool(pattern.search("".join(lines)))
+    for token in tokens(code):
+        if token.type == tokenize.COMMENT:  # a comment runs to the end of its line
+            row, column = token.start
+            lines[row - 1] = lines[row - 1][:column] + "\n"
+    return "".join(lines)
+
+
+def code_matches(pattern: re.Pattern[str], code: str) -> bool:
+    """Whether `code`, its comments left out, matches `pattern`."""
+    return bool(pattern.search(code)) and bool(pattern.search(without_comments(code)))
 
 
 def _kebab(name: str) -> str:

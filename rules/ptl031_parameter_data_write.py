@@ -66,13 +66,16 @@ class ParameterDataWrite(Rule):
     helpers that only read it, such as `_calculate_fan_in_and_fan_out`), augmented
     assignment (`p.data -= lr * p.grad`) and rebinding (`p.data = x`).
 
-    A parameter is an attribute named `weight` or `bias`, and, in a file
+    A parameter is an attribute named `weight` or `bias` (not of a
+    `FrozenBatchNorm2d(...)` made in the same function, whose `weight` and
+    `bias` are buffers), and, in a file
     whose code names torch (the `model.parameters()` of another framework,
     such as micrograd's or Paddle's, hold no torch parameters), the loop
     variable of `for p in model.parameters()` (also `named_parameters()`,
     `zip(...)` of them and optimizer `param_groups`), a name or `self.`
     attribute assigned `nn.Parameter(...)`, or a tensor created with
-    `requires_grad=True` in the same file. Reads through `.data` and writes
+    `requires_grad=True` or made a leaf by `x.requires_grad = True` /
+    `x.requires_grad_()` (an adversarial perturbation) in the same function. Reads through `.data` and writes
     to `.grad` are not flagged.
 
     This rule is off by default. Most `.data` writes in real code are
@@ -138,6 +141,7 @@ class ParameterDataWrite(Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.params: list[set[str]] = [set()]  # names known to hold parameters, per function
+        self.frozen: list[set[str]] = [set()]  # names holding a FrozenBatchNorm, per function
         self.no_grad: list[bool] = [False]
         self.with_pushed: list[bool] = []
         self.reported: set[int] = set()
@@ -147,10 +151,12 @@ class ParameterDataWrite(Rule):
         decorated = any(self.qualified_name(d.decorator) in _NO_GRAD for d in node.decorators)
         self.no_grad.append(decorated)
         self.params.append(set(self.params[-1]))
+        self.frozen.append(set())
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.no_grad.pop()
         self.params.pop()
+        self.frozen.pop()
 
     def visit_With(self, node: cst.With) -> None:
         entering = any(self.qualified_name(item.item) in _NO_GRAD for item in node.items)
@@ -202,10 +208,13 @@ class ParameterDataWrite(Rule):
             else:
                 flag = keyword(value, "requires_grad")
                 holds = flag is not None and isinstance(flag.value, cst.Name) and flag.value.value == "True"
+        frozen = isinstance(value, cst.Call) and (dotted(value.func) or "").rsplit(".", 1)[
+            -1].startswith("FrozenBatchNorm")
         for target in node.targets:
             name = dotted(target.target)
             if name is None:
                 continue
+            (self.frozen[-1].add if frozen else self.frozen[-1].discard)(name)
             if holds:
                 self.params[-1].add(name)
                 if name.startswith("self.") and len(self.params) > 1:
@@ -215,7 +224,8 @@ class ParameterDataWrite(Rule):
 
     def _is_parameter(self, node: cst.BaseExpression) -> bool:
         if isinstance(node, cst.Attribute) and node.attr.value in _PARAM_ATTRS:
-            return True
+            # (a FrozenBatchNorm's weight and bias are buffers)
+            return dotted(node.value) not in self.frozen[-1]
         name = dotted(node)
         return (name is not None and (name in self.params[-1] or name in self.params[0])
                 and self._torch)
@@ -253,7 +263,23 @@ class ParameterDataWrite(Rule):
             if data is not None:
                 self.report(node, edits=[(data, data.value)])
 
+    def _made_leaf(self, name: str | None) -> None:
+        """`x.requires_grad = True`, `x.requires_grad_()`: `x` is a leaf like a parameter."""
+        if name is not None:
+            self.params[-1].add(name)
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        call = node.value
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
+                and call.func.attr.value == "requires_grad_" and not call.args:
+            self._made_leaf(dotted(call.func.value))
+
     def visit_Assign(self, node: cst.Assign) -> None:
+        [*_, last] = node.targets
+        if isinstance(last.target, cst.Attribute) and last.target.attr.value == "requires_grad" \
+                and isinstance(node.value, cst.Name) and node.value.value == "True":
+            self._made_leaf(dotted(last.target.value))
+            return
         self._assign(node)
         if _converts(node.value):
             return  # `p.data = p.data.to(torch.float32)`: no in-place alternative

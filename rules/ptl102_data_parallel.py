@@ -12,7 +12,7 @@ from ptlint.analysis.training import OFF, grad_mode
 from ptlint.analysis.walk import children, descendants
 from ptlint.fixers.arguments import keyword
 from ptlint.fixers.expressions import as_receiver
-from ptlint.rule import Rule, code_matches
+from ptlint.rule import Rule, without_comments
 from ptlint.model import Safety
 from ptlint.rules._tests import TracksTests
 
@@ -77,16 +77,20 @@ class DataParallel(TracksTests, Rule):
       `if isinstance(m, DataParallel):`, which keeps the wrapper a model
       already has (the wrap that chose it is reported);
     - a model only used for inference: the file neither calls `backward` nor
-      mentions an optimizer or `.step(` (imports and comments aside), the
+      mentions an optimizer or `.step(` (imports and comments aside; an
+      optimizer bound to a name never read again counts for nothing), the
       wrapped model is only run under `torch.no_grad()` /
       `torch.inference_mode()` (a block or a decorated function) or handed to
       functions named for evaluation (`validate(...)`, `evaluate_...`,
       `test_...`, `predict(...)`) and is not returned, or it is put in
       `.eval()` (also chained to the wrap, `DataParallel(m).eval()`, or inside
       it, `DataParallel(m.eval())`, or on the model whose parts are wrapped
-      in `for k, part in m._modules.items()` or `for part in m.children()`)
-      and nothing in the file calls `.train(` (but `.train(False)`, which is
-      eval mode);
+      in `for k, part in m._modules.items()` or `for part in m.children()`,
+      or on `m` of `m.features = DataParallel(m.features)`) and nothing in
+      the file calls `.train(` (but `.train(False)`, which is eval mode);
+    - a wrapped model never run: a name of its own, never called, handed on,
+      returned or assigned to another (a reference model wrapped only so that
+      a checkpoint saved from a wrapped model, with `module.` keys, loads);
     - a model not trained in a file that trains: the function that wraps it
       puts it in `.eval()`, neither trains (no `backward`, optimizer, `.step(`
       or `.train(` in it) nor returns or stores the model; or the wrapped
@@ -366,16 +370,15 @@ class DataParallel(TracksTests, Rule):
                                 on_device, self.owners[-1], bool(self.branches)))
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        # `import torch.optim` and a comment about the optimizer train nothing
-        trains = bool(_TRAINS.search(self.context.source)) and code_matches(
-            _TRAINS, _IMPORT_LINE.sub("", self.context.source))
+        trains = _trains(self.context.source)
         inference = self._inference_wraps(trains)
         # an evaluation script: the model is put in eval mode and never trained
         evaluated = set() if trains or _TRAIN_MODE.search(self.context.source) else self.evaluated
         for wrap in self.wraps:
             whole = self.parts.get((id(wrap.function), _wrapped(wrap) or ""))  # a part of it
-            if (id(wrap.owner), wrap.target) in inference or evaluated & {wrap.target,
-                                                                         _wrapped(wrap), whole}:
+            root = (_wrapped(wrap) or "").split(".")[0]  # `model` of `model.features`
+            if (id(wrap.owner), wrap.target) in inference or evaluated & {
+                    wrap.target, _wrapped(wrap), whole, root if root != "self" else None}:
                 continue
             if evaluated is self.evaluated and id(wrap.call) in self.evaluated_wraps:
                 continue
@@ -466,7 +469,10 @@ class DataParallel(TracksTests, Rule):
                 trained.add(name)
             elif use in ("called", "passed", "evaluated"):
                 run.add(name)
-        return run - trained
+        # a name of its own never run, handed on or returned: the wrap serves only
+        # to load a checkpoint saved from a wrapped model (`module.` keys)
+        unrun = {t for t in targets if "." not in t} - run - trained
+        return run - trained | unrun
 
     def _uses(self, owner: cst.CSTNode, targets: set[str],
               skip: set[int]) -> list[tuple[str, str, bool, bool]]:
@@ -499,6 +505,28 @@ class DataParallel(TracksTests, Rule):
             inside = returned or isinstance(node, (cst.Return, cst.Yield))
             stack.extend((child, item, inner, inside) for child in reversed(children(node)))
         return uses
+
+
+_STEPS = re.compile(r"backward|\.step\(")
+_OPTIMIZER_BOUND = re.compile(r"[ \t]*([A-Za-z_][\w.]*)[ \t]*=[^=]")
+
+
+def _trains(source: str) -> bool:
+    """Whether the file trains: it calls `backward` or `.step(`, or makes an
+    optimizer it uses (imports and comments aside: `import torch.optim` trains
+    nothing, nor does an optimizer bound to a name never read again)."""
+    if not _TRAINS.search(source):
+        return False
+    code = without_comments(_IMPORT_LINE.sub("", source))
+    if _STEPS.search(code):
+        return True
+    for line in code.splitlines():
+        if "optim" not in line:
+            continue
+        bound = _OPTIMIZER_BOUND.match(line)
+        if bound is None or len(re.findall(rf"(?<![\w.]){re.escape(bound[1])}\b", code)) > 1:
+            return True
+    return False
 
 
 def _wrapped(wrap: _Wrap) -> str | None:

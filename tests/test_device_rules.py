@@ -225,6 +225,60 @@ def test_ptl102_the_parts_of_a_model_in_eval_mode_in_a_script_that_only_evaluate
         ["resumes.py", "7"], ["resumes.py", "9"]]
 
 
+def test_ptl102_a_prune_and_evaluate_script_and_a_wrap_never_run(cli, tmp_path):
+    """An optimizer bound and never used trains nothing; a model wrapped only to
+    load a checkpoint saved from a wrapped one (`module.` keys) never runs the
+    wrapper; a part of a model put in eval mode in a script that never trains."""
+    prune = """\
+    import torch
+    import torch.optim as optim
+
+    def main(model, loader):
+        model = torch.nn.DataParallel(model).cuda()
+        optimizer = optim.SGD(model.parameters(), lr=0.1)
+        test(loader, model)
+        for m in model.modules():
+            m.weight.data.mul_(0.5)
+        test(loader, model)
+    """
+    write(tmp_path / "prune.py", prune)
+    write(tmp_path / "steps.py", prune + "\n    def fit(opt):\n        opt.step()\n")
+    write(tmp_path / "used.py", prune.replace("test(loader, model)\n        for",
+                                              "test(loader, model, optimizer)\n        for"))
+    reference = """\
+    import torch
+
+    def train(model, ref, loader, opt):
+        ref = torch.nn.DataParallel(ref).cuda()
+        ref.load_state_dict(torch.load("ref.pt"))
+        for a, b in zip(model.modules(), ref.modules()):
+            a.weight.data.copy_(b.weight.data)
+        for x, y in loader:
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+    """
+    write(tmp_path / "reference.py", reference)
+    write(tmp_path / "runs.py", reference.replace("opt.step()", "opt.step()\n            ref(x)"))
+    features = """\
+    import torch
+
+    def main(model, loader):
+        model.features = torch.nn.DataParallel(model.features)
+        model.cuda()
+        test(model, loader)
+
+    def test(model, loader):
+        model.eval()
+        return [model(x) for x in loader]
+    """
+    write(tmp_path / "features.py", features)
+    write(tmp_path / "trains.py", features + "\n    def fit(model):\n        model.train()\n")
+    proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
+        "runs.py", "steps.py", "trains.py", "used.py"], proc.stdout
+
+
 def test_ptl102_reported_where_a_gpu_is_there_or_the_type_test_is_another(cli, tmp_path):
     write(tmp_path / "place.py", """\
         import torch
