@@ -88,9 +88,10 @@ class DataParallel(TracksTests, Rule):
       in `for k, part in m._modules.items()` or `for part in m.children()`,
       or on `m` of `m.features = DataParallel(m.features)`) and nothing in
       the file calls `.train(` (but `.train(False)`, which is eval mode);
-    - a wrapped model never run: a name of its own, never called, handed on,
-      returned or assigned to another (a reference model wrapped only so that
-      a checkpoint saved from a wrapped model, with `module.` keys, loads);
+    - a wrapped model used but never run: a name of its own, never called,
+      handed on, returned or assigned to another (a reference model wrapped
+      only so that a checkpoint saved from a wrapped model, with `module.`
+      keys, loads);
     - a model not trained in a file that trains: the function that wraps it
       puts it in `.eval()`, neither trains (no `backward`, optimizer, `.step(`
       or `.train(` in it) nor returns or stores the model; or the wrapped
@@ -462,16 +463,19 @@ class DataParallel(TracksTests, Rule):
         `no_grad`). `skip`: the wraps, which read the unwrapped model."""
         run: set[str] = set()
         trained: set[str] = set()
+        used: set[str] = set()
         for name, use, no_grad, returned in self._uses(owner, targets, skip):
+            if use != "bound":
+                used.add(name)
             if returned and use != "called" or use == "alias" or (
                     use in ("called", "passed") and not no_grad) or (
                     trains and use == "parameters"):
                 trained.add(name)
             elif use in ("called", "passed", "evaluated"):
                 run.add(name)
-        # a name of its own never run, handed on or returned: the wrap serves only
-        # to load a checkpoint saved from a wrapped model (`module.` keys)
-        unrun = {t for t in targets if "." not in t} - run - trained
+        # a name of its own used but never run, handed on or returned: the wrap
+        # serves only to load a checkpoint saved from a wrapped model (`module.` keys)
+        unrun = {t for t in used if "." not in t} - run - trained
         return run - trained | unrun
 
     def _uses(self, owner: cst.CSTNode, targets: set[str],

@@ -260,6 +260,8 @@ def test_ptl102_a_prune_and_evaluate_script_and_a_wrap_never_run(cli, tmp_path):
     """
     write(tmp_path / "reference.py", reference)
     write(tmp_path / "runs.py", reference.replace("opt.step()", "opt.step()\n            ref(x)"))
+    # a wrap not used at all (the rule's own example) is reported
+    write(tmp_path / "alone.py", "import torch\nnet = torch.nn.DataParallel(torch.nn.Linear(2, 2))\n")
     features = """\
     import torch
 
@@ -276,7 +278,7 @@ def test_ptl102_a_prune_and_evaluate_script_and_a_wrap_never_run(cli, tmp_path):
     write(tmp_path / "trains.py", features + "\n    def fit(model):\n        model.train()\n")
     proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
     assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
-        "runs.py", "steps.py", "trains.py", "used.py"], proc.stdout
+        "alone.py", "runs.py", "steps.py", "trains.py", "used.py"], proc.stdout
 
 
 def test_ptl102_reported_where_a_gpu_is_there_or_the_type_test_is_another(cli, tmp_path):
