@@ -307,6 +307,14 @@ def cmd_rule(code: str | None, every: bool, fmt: str) -> int:
     if every == (code is not None):
         error("name one rule, or --all")
         return 2
+    if not every and (code or "").strip().upper() in ("PTL000", "SYNTAX-ERROR"):
+        from ptlint.docs import SYNTAX_ERROR_DOC
+
+        print(json.dumps({"code": "PTL000", "name": "syntax-error", "summary": "Python cannot "
+                          "parse the file", "fix": "safe", "default": True,
+                          "explanation": SYNTAX_ERROR_DOC}, indent=2)
+              if fmt == "json" else SYNTAX_ERROR_DOC, end="" if fmt != "json" else "\n")
+        return 0
     if every:
         rules = list(registry().values())
     else:

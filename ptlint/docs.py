@@ -32,6 +32,27 @@ def rule_markdown(rule: type[Rule]) -> str:
     return "\n".join(lines)
 
 
+SYNTAX_ERROR_DOC = """\
+# syntax-error (PTL000)
+
+Fix: safe (for `async=` only). On unless ignored.
+
+## What it does
+Reports a file, or a notebook cell, that Python cannot parse, at the line
+and column CPython gives and with its message. No rule can read such a
+file; the run goes on with the others. A `# noqa` does not suppress it;
+`ignore = ["PTL000"]` (or `--ignore PTL000`) turns it off.
+
+## Fix
+Code written for torch before 0.4 passes `async=True` to `.cuda()`,
+`.to()`, `.copy_()` or `.type()`. `async` is a keyword since Python 3.7, so
+such a file no longer parses. torch 0.4 renamed the argument
+`non_blocking`, with the same meaning: the fix renames every such argument
+in the file, and the rules then read it. It is offered only when the file
+parses afterwards; `unfixable = ["PTL000"]` turns it off.
+"""
+
+
 def rules_table() -> str:
     rows = ["| Code | Name | Fix | Default | What it finds |", "| --- | --- | --- | --- | --- |"]
     for rule in registry().values():

@@ -341,6 +341,11 @@ def test_rules_and_rule(cli):
     assert cli("rule", "data-parallel").stdout == doc.stdout
     bad = cli("rule", "PTL998")
     assert bad.returncode == 2 and "unknown rule" in bad.stderr
+    # the code a syntax error is reported under is explained too
+    syntax = cli("rule", "PTL000")
+    assert syntax.returncode == 0 and syntax.stdout.startswith("# syntax-error (PTL000)")
+    assert "non_blocking" in syntax.stdout and cli("rule", "syntax-error").stdout == syntax.stdout
+    assert json.loads(cli("rule", "PTL000", "--output-format", "json").stdout)["code"] == "PTL000"
 
 
 def test_rule_all_and_json_as_ruff_rule(cli):
