@@ -117,10 +117,14 @@ def is_sequence_display(node: cst.BaseExpression) -> bool:
 
 
 def is_size(node: cst.BaseExpression) -> bool:
-    """A size for sure: an int literal or `x.size()` (a `torch.Size`). Not `x.shape`:
-    an array's or a gym space's `.shape` is a tuple, which a legacy constructor
-    takes as data."""
+    """A size for sure: an int literal, `x.size()` (a `torch.Size`), or an int
+    (`len(x)`, `int(n)`, `x.size(0)`, `x.numel()`). Not `x.shape`: an array's or
+    a gym space's `.shape` is a tuple, which a legacy constructor takes as data."""
     if isinstance(node, cst.Integer):
         return True
-    return (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value == "size")
+    if not isinstance(node, cst.Call):
+        return False
+    if isinstance(node.func, cst.Name):
+        return node.func.value in ("len", "int") and len(node.args) == 1
+    return (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("size", "numel")
+            and len(node.args) <= (node.func.attr.value == "size"))

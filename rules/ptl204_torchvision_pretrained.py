@@ -89,7 +89,10 @@ class TorchvisionPretrained(Rule):
     passed positionally as a literal `True`/`False`), through any import path:
     `torchvision.models.resnet50(pretrained=True)`,
     `models.detection.fasterrcnn_resnet50_fpn(pretrained_backbone=False)`,
-    `from torchvision.models.resnet import resnet50`.
+    `from torchvision.models.resnet import resnet50`; also a builder chosen
+    by name, `models.__dict__[arch](pretrained=True)` or
+    `getattr(models, arch)(pretrained=True)` (reported without a fix: the
+    weights depend on the builder).
 
     ## Why is this bad?
     torchvision 0.13 replaced the booleans with `weights=` and
@@ -139,6 +142,11 @@ class TorchvisionPretrained(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, (cst.Call, cst.Subscript)):
+            if self._looked_up(node.func):
+                for name in ("pretrained", "pretrained_backbone"):
+                    if keyword(node, name) is not None:
+                        return self.report(node, message=f"`{name}=` is deprecated since "
+                                           f"torchvision 0.13; use `weights{name[10:]}=`")
             return
         func = node.func
         if type(func) is cst.Attribute and func.attr.value not in _NAMES:
@@ -183,6 +191,22 @@ class TorchvisionPretrained(Rule):
             args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args]
         self.report(node, message=message,
                     replacement=node.with_changes(args=args))
+
+    def _looked_up(self, func: cst.BaseExpression) -> bool:
+        """`models.__dict__[arch]`, `getattr(models, arch)`: a builder of
+        `torchvision.models` (or one of its packages) chosen by name."""
+        if isinstance(func, cst.Subscript):
+            table = func.value
+            module = table.value if isinstance(table, cst.Attribute) \
+                and table.attr.value == "__dict__" else None
+        else:
+            module = func.args[0].value if self.qualified_name(func.func) == "builtins.getattr" \
+                and len(func.args) == 2 else None
+        qualified = self.qualified_name(module) if isinstance(
+            module, (cst.Name, cst.Attribute)) else None
+        return qualified is not None and (qualified == "torchvision.models" or (
+            qualified.startswith("torchvision.models.")
+            and qualified.split(".")[2] in _BUILDERS))
 
     def _weights(self, value: cst.BaseExpression, weights: str | None,
                  exact: bool) -> cst.BaseExpression | None:

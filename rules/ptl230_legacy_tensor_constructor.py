@@ -81,7 +81,8 @@ class LegacyTensorConstructor(Rule):
     for `torch.Tensor` the dtype is the default dtype, so integer literals are
     written as floats (`[1, 2]` -> `[1.0, 2.0]`) or, when the elements are
     not literals, `dtype=torch.get_default_dtype()` is passed. Sizes (two or
-    more arguments, an integer literal, `x.size()`, `size=...`) become
+    more arguments, an integer literal, `x.size()`, an int such as `len(x)`,
+    `x.size(0)` or `x.numel()`, `size=...`) become
     `torch.empty(...)`, which is just as uninitialised: fill it, or use
     `torch.zeros`. `x.shape` is reported without a fix: a tensor's shape is
     a size, but an array's is a tuple, which the constructor copies as data.
