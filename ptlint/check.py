@@ -61,6 +61,9 @@ def _conflict(args: argparse.Namespace, stdin: bool) -> str | None:
         return "--isolated reads no configuration file: it cannot be combined with --config FILE"
     if args.add_noqa and stdin:
         return "--add-noqa changes files: it cannot read standard input"
+    if args.watch and (stdin or args.show_files or args.show_settings or args.add_noqa):
+        return ("--watch lints files again as they change: it cannot be combined with "
+                "standard input, --show-files, --show-settings or --add-noqa")
     return None
 
 
@@ -83,6 +86,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     if (problem := _conflict(args, stdin)) is not None:
         error(problem)
         return 2
+    if args.watch:
+        from ptlint.watch import watch
+
+        return watch(args.paths or ["."], lambda: _check(args, stdin, quiet))
+    return _check(args, stdin, quiet)
+
+
+def _check(args: argparse.Namespace, stdin: bool, quiet: bool) -> int:
+    """One run of `ptlint check`: settings found, files linted, findings reported."""
+    from ptlint.engine.job import Job
+
     try:
         config, inline = _config_file(args)
         configs = Configs.discover(_overrides(args, inline), config, isolated=args.isolated)

@@ -156,6 +156,8 @@ def _check_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                      help="lint what .gitignore ignores too")
     run.add_argument("-j", "--jobs", type=int, default=None, help="processes (default: all cores)")
     run.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    run.add_argument("-w", "--watch", action="store_true",
+                     help="lint again whenever a file under the paths changes (Ctrl-C stops)")
     return p
 
 

@@ -321,3 +321,44 @@ def test_version_command(cli):
     assert text.returncode == 0 and re.fullmatch(r"ptlint \d+\.\d+\.\d+\S*\n", text.stdout)
     as_json = cli("version", "--output-format", "json")
     assert json.loads(as_json.stdout)["version"] == text.stdout.split()[1]
+
+
+def test_watch_lints_again_when_a_file_changes(tmp_path):
+    """`--watch` (ruff's): a run, then one after each change, until Ctrl-C (exit 0).
+    Waits on what ptlint prints, not on the clock."""
+    import queue
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    (tmp_path / "a.py").write_text("import torch\nx = torch.zeros(3).cuda()\n")
+    proc = subprocess.Popen([sys.executable, "-m", "ptlint", "--watch", "--no-cache",
+                             "--output-format", "concise"], cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lines: queue.Queue = queue.Queue()
+    for stream in (proc.stdout, proc.stderr):
+        threading.Thread(target=lambda s=stream: [lines.put(l.rstrip("\n")) for l in s],
+                         daemon=True).start()
+
+    def until(text: str) -> list[str]:
+        seen = []
+        while True:
+            seen.append(lines.get(timeout=120))
+            if seen[-1] == text:
+                return seen
+
+    try:
+        first = until("Watching for file changes.")
+        assert "Starting linter in watch mode..." in first
+        assert any(line.startswith("a.py:2:5: PTL101") for line in first), first
+        (tmp_path / "a.py").write_text("import torch\nx = torch.zeros(3)\n")
+        second = until("Watching for file changes.")
+        assert "File change detected..." in second and "All checks passed!" in second, second
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    refused = subprocess.run([sys.executable, "-m", "ptlint", "--watch", "-"], input="x = 1\n",
+                             text=True, capture_output=True)
+    assert refused.returncode == 2 and "--watch" in refused.stderr
