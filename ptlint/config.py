@@ -354,8 +354,16 @@ def inline_settings(text: str) -> dict[str, Any]:
         if key not in _KEYS:
             raise ConfigError(f"{source}: unknown key {key!r}")
         _set(Settings(), _KEYS[key], value, f"{source}: {key}")  # its type checked here
-        found[_KEYS[key]] = value
+        found[_KEYS[key]] = Inline(value, source)
     return found
+
+
+@dataclass(frozen=True)
+class Inline:
+    """A command-line override given as `--config 'KEY = VALUE'` (`where`), not
+    as an option: `--show-settings` names it as the source."""
+    value: Any
+    where: str
 
 
 def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> Settings:
@@ -370,13 +378,16 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> S
         settings.config_path = path
         settings.sources = tuple(sources)
     for name, value in (overrides or {}).items():
+        where = f"--{name.replace('_', '-')}"
+        if isinstance(value, Inline):
+            value, where = value.value, value.where
         if value is None:
             continue
         if name in ("extend_exclude", "extend_include", "extend_fixable"):  # added to the file's
             value = [*getattr(settings, name), *value]
         elif name == "extend_per_file_ignores":
             value = merge_globs(settings.extend_per_file_ignores, value)
-        _set(settings, name, value, f"--{name.replace('_', '-')}")
+        _set(settings, name, value, where)
     if settings.torch_version is None:
         from ptlint.target import target_version
 
@@ -557,6 +568,8 @@ def _set(settings: Settings, name: str, value: Any, where: str) -> None:
         value = parse_version(str(value), where)
         settings.torch_version_source = (where if where.startswith("--") else
                                          f"torch-version in {where.rsplit(': ', 1)[0]}")
+        if where.startswith("--config "):  # `--config 'torch-version = "2.1"'`
+            settings.torch_version_source = where
         settings.torch_version_explicit = True
     elif name in ("per_file_ignores", "extend_per_file_ignores"):
         if not isinstance(value, dict) or not all(

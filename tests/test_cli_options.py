@@ -303,6 +303,9 @@ def test_config_takes_settings_as_ruff_does(cli, project):
                cwd=project).returncode == 0
     assert cli("m.py", "--config", 'select = ["PTL101"]', "--ignore", "PTL101",
                cwd=project).returncode == 0
+    # --show-settings names the setting as its source, not an option never given
+    shown = cli("--show-settings", "m.py", "--config", 'torch-version = "2.1"', cwd=project)
+    assert "  # from --config 'torch-version = \"2.1\"'" in shown.stdout, shown.stdout
     # --isolated reads no file, but takes settings
     isolated = cli("m.py", "--isolated", "--config", 'ignore = ["PTL101"]', cwd=project)
     assert isolated.returncode == 0, isolated.stderr
