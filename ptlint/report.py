@@ -6,7 +6,6 @@ Never the engine (a run answered from the cache must not load LibCST).
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -83,6 +82,8 @@ def statistics(findings: list, fixable: Fixable, unsafe: bool, fmt: str, stream:
     names = {f.code: f.name for f in findings}
     rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     if fmt == "json":
+        import json
+
         stream.write(json.dumps([
             {"code": c, "name": names[c], "count": n, "fixable": can[c] > 0,
              "fixable_count": can[c]} for c, n in rows], indent=2) + "\n")
@@ -111,6 +112,8 @@ def fixes_made(outcomes: list, stream: TextIO) -> None:
 # -- --show-settings, --show-files ---------------------------------------------------------
 def show_settings(target: str, settings: Settings, stream: TextIO) -> None:
     """The settings a file is linted with, and where they come from."""
+    import json
+
     from ptlint._catalog import RULES
 
     where = settings.config_path.resolve() if settings.config_path else "none (defaults)"

@@ -10,7 +10,6 @@ from typing import Literal
 
 from ptlint.config import Configs, Settings
 from ptlint.engine.suppress import Notice, noqa_edits
-from ptlint.io.diff import unified_diff
 from ptlint.io.text import DecodeError
 from ptlint.model import SYNTAX_ERROR, Finding, Position, Span
 
@@ -101,6 +100,8 @@ def process_text(path: str, text: str, job: Job) -> Outcome:
     if fixed.text != text:
         out.new_text = fixed.text
         if job.mode == "diff":
+            from ptlint.io.diff import unified_diff  # (difflib: only for --diff)
+
             out.diff = unified_diff(path, text, fixed.text)
             out.text = text
             out.findings = lint_text(text, path, job.settings).findings
