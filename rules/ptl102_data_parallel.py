@@ -88,10 +88,10 @@ class DataParallel(TracksTests, Rule):
       in `for k, part in m._modules.items()` or `for part in m.children()`,
       or on `m` of `m.features = DataParallel(m.features)`) and nothing in
       the file calls `.train(` (but `.train(False)`, which is eval mode);
-    - a wrapped model used but never run: a name of its own, never called,
-      handed on, returned or assigned to another (a reference model wrapped
-      only so that a checkpoint saved from a wrapped model, with `module.`
-      keys, loads);
+    - a wrapped model that only loads a checkpoint: a name of its own whose
+      `load_state_dict(...)` is called and that is never called, handed on,
+      returned or assigned to another (a reference model wrapped only so that
+      a checkpoint saved from a wrapped model, with `module.` keys, loads);
     - a model not trained in a file that trains: the function that wraps it
       puts it in `.eval()`, neither trains (no `backward`, optimizer, `.step(`
       or `.train(` in it) nor returns or stores the model; or the wrapped
@@ -463,19 +463,20 @@ class DataParallel(TracksTests, Rule):
         `no_grad`). `skip`: the wraps, which read the unwrapped model."""
         run: set[str] = set()
         trained: set[str] = set()
-        used: set[str] = set()
+        loaded: set[str] = set()
         for name, use, no_grad, returned in self._uses(owner, targets, skip):
-            if use != "bound":
-                used.add(name)
+            if use == "loaded":
+                loaded.add(name)
             if returned and use != "called" or use == "alias" or (
                     use in ("called", "passed") and not no_grad) or (
                     trains and use == "parameters"):
                 trained.add(name)
             elif use in ("called", "passed", "evaluated"):
                 run.add(name)
-        # a name of its own used but never run, handed on or returned: the wrap
-        # serves only to load a checkpoint saved from a wrapped model (`module.` keys)
-        unrun = {t for t in used if "." not in t} - run - trained
+        # a name of its own that loads a state dict and is never run, handed on or
+        # returned: the wrap serves only to load a checkpoint saved from a wrapped
+        # model (`module.` keys)
+        unrun = {t for t in loaded if "." not in t} - run - trained
         return run - trained | unrun
 
     def _uses(self, owner: cst.CSTNode, targets: set[str],
@@ -571,7 +572,8 @@ def _parameters(node: cst.FunctionDef | cst.Lambda) -> set[str]:
 
 def _use(node: cst.CSTNode, up) -> str:
     """How an occurrence of the wrapped model uses it: "bound" (an assignment target, a
-    parameter), "alias" (assigned to another name), "inert" (`.eval()`, `.module.state_dict()`,
+    parameter), "alias" (assigned to another name), "loaded" (`model.load_state_dict(...)`),
+    "inert" (`.eval()`, `.module.state_dict()`,
     `print(model)`, `for p in model.parameters()`), "parameters" (`model.parameters()`
     handed on), "read" (an attribute read: `model.output_dim`), "called" (`model(x)`),
     "evaluated" (an argument of a function named for evaluation: `validate(loader, model)`)
@@ -598,6 +600,8 @@ def _use(node: cst.CSTNode, up) -> str:
                 iterated = i + 1 < len(chain) and isinstance(chain[i + 1], cst.For) and \
                     chain[i + 1].iter is after
                 return "inert" if iterated else "parameters"
+            if last == "load_state_dict" and i == 1:
+                return "loaded"  # `model.load_state_dict(...)`: through the wrapper's keys
             if last in _NOT_RUNNING:
                 return "inert"
         elif not any(a.attr.value == "module" for a in chain[:i]):

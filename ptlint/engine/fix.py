@@ -13,8 +13,8 @@ import libcst as cst
 from ptlint.analysis.names import dotted
 from ptlint.engine.guard import fits_oldest_python, parse, python_verdict, round_trips, valid
 from ptlint.engine.lint import LintResult, lint_text
-from ptlint.io.text import line_starts
-from ptlint.model import Edit, Finding, Fix, Position
+from ptlint.io.text import apply_edits, offsets
+from ptlint.model import Finding, Fix
 
 if TYPE_CHECKING:
     from ptlint.config import Settings
@@ -28,31 +28,6 @@ class FixResult:
     applied: int
     result: LintResult  # findings that remain after fixing
     codes: Counter[str] = field(default_factory=Counter)  # the fixes applied, per code
-
-
-def offsets(text: str):
-    """A function from a position in `text` to its index."""
-    starts = line_starts(text)
-
-    def offset(pos: Position) -> int:
-        if pos.line > len(starts):  # the end of a file without a final line break
-            return len(text)
-        return starts[pos.line - 1] + pos.column
-
-    return offset
-
-
-def apply_edits(text: str, edits: Iterable[Edit]) -> str:
-    offset = offsets(text)
-
-    out, last = [], 0
-    for edit in sorted(edits):
-        begin, end = offset(edit.start), offset(edit.end)
-        out.append(text[last:begin])
-        out.append(edit.content)
-        last = end
-    out.append(text[last:])
-    return "".join(out)
 
 
 def _overlap(a: tuple, b: tuple) -> bool:

@@ -17,7 +17,7 @@ from typing import Iterator
 import libcst as cst
 
 from ptlint.analysis.walk import descendants
-from ptlint.io.text import line_starts, line_text, tokens
+from ptlint.io.text import apply_edits, line_starts, line_text, tokens
 from ptlint.model import SYNTAX_ERROR, Edit, Finding, Fix, Position, Safety, Span
 
 OLDEST_PYTHON = (3, 10)  # pyproject.toml's requires-python: what fixed code must run on
@@ -43,12 +43,7 @@ def syntax_finding(path: str, line: int, column: int, detail: str,
     fix = Fix("Rename every `async=` of a tensor's move to `non_blocking=`", Safety.SAFE,
               tuple(Edit(at, Position(at.line, at.column + len("async")), "non_blocking")
                     for at in renamed))
-    starts, pieces, last = line_starts(text), [], 0
-    for at in renamed:
-        offset = starts[at.line - 1] + at.column
-        pieces += [text[last:offset], "non_blocking"]
-        last = offset + len("async")
-    if python_verdict("".join([*pieces, text[last:]])) is not None:  # another error left
+    if python_verdict(apply_edits(text, fix.edits)) is not None:  # another error left
         fix = None
     return Finding(path, code, name, message, Span(start, end), fix)
 

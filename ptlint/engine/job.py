@@ -125,7 +125,7 @@ def add_noqa(out: Outcome, text: str) -> None:
     """`--add-noqa` on a module: `out.new_text` gets a directive on each line with
     findings (`out.fixed` counts them); the findings it covers leave `out`. A file
     that does not parse is left as it is, with an error."""
-    from ptlint.engine.fix import apply_edits
+    from ptlint.io.text import apply_edits
     from ptlint.engine.guard import python_verdict, valid
 
     broken = [f for f in out.findings if f.code == SYNTAX_ERROR[0]]

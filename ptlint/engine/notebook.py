@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from ptlint.engine.cells import (Cell, Layout, cell_edits, compiles, error_in_cells, joined_parses,
                                  notice_in_cells, prepare, to_cells)
-from ptlint.engine.fix import MAX_FIX_PASSES, add_imports, apply_edits, non_overlapping
+from ptlint.engine.fix import MAX_FIX_PASSES, add_imports, non_overlapping
+from ptlint.io.text import apply_edits
 from ptlint.engine.guard import fits_oldest_python, round_trips
 from ptlint.engine.job import Job, Outcome, usable
 from ptlint.engine.lint import LintResult, lint_text

@@ -14,6 +14,8 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+from ptlint.model import Edit, Position
+
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
@@ -208,6 +210,32 @@ def line_text(text: str, starts: Sequence[int], line: int) -> str:
 
 
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def offsets(text: str):
+    """A function from a position in `text` to its index."""
+    starts = line_starts(text)
+
+    def offset(pos: Position) -> int:
+        if pos.line > len(starts):  # the end of a file without a final line break
+            return len(text)
+        return starts[pos.line - 1] + pos.column
+
+    return offset
+
+
+def apply_edits(text: str, edits: Iterable[Edit]) -> str:
+    """`text` with the edits (which must not overlap) made."""
+    offset = offsets(text)
+
+    out, last = [], 0
+    for edit in sorted(edits):
+        begin, end = offset(edit.start), offset(edit.end)
+        out.append(text[last:begin])
+        out.append(edit.content)
+        last = end
+    out.append(text[last:])
+    return "".join(out)
 
 
 def tokens(text: str) -> Iterable[tokenize.TokenInfo]:
