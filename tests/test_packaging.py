@@ -67,7 +67,7 @@ def test_wheel_ships_what_verify_runs_and_nothing_more(tmp_path):
     assert "fixtures/PTL001_loss_kept_with_graph/bad.py" not in shipped  # the program wins
     assert {name.split("/")[-2] for name in shipped if name.endswith("bad.py")} == \
         {folder.name for _, folder in pairs.values()}
-    assert wheel.stat().st_size < 500_000
+    assert wheel.stat().st_size < 700_000  # code and fixtures only (about 0.5 MB): no data
     _run(sys.executable, "-m", "build", "--sdist", "-o", dist, ROOT)
     [sdist] = dist.glob("ptlint-*.tar.gz")
     from_sdist = tmp_path / "from-sdist"
