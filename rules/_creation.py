@@ -194,8 +194,10 @@ def classify(call: cst.Call, resolve: Resolve) -> Op | None:
     if (isinstance(func, (cst.Name, cst.Attribute)) and call.args
             and call.args[0].keyword is None and resolve(func) in FILL_FUNCTIONS):
         return Op(call, "fill", function=True)
-    if (isinstance(func, (cst.Name, cst.Attribute)) and len(call.args) == 1
-            and call.args[0].keyword is None and resolve(func) in VARIABLE):
+    if (isinstance(func, (cst.Name, cst.Attribute)) and call.args
+            and call.args[0].keyword is None and resolve(func) in VARIABLE
+            and all(a.keyword is not None and a.keyword.value == "volatile"
+                    for a in call.args[1:])):
         return Op(call, "view", function=True)  # `Variable(t)` is `t` since torch 0.4
     if not isinstance(func, cst.Attribute):
         return None

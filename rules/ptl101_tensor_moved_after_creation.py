@@ -8,6 +8,7 @@ import libcst as cst
 
 from ptlint.analysis.walk import descendants
 from ptlint.fixers.arguments import argument, has_star_args, keyword, positional
+from ptlint.fixers.expressions import is_size
 from ptlint.model import Safety
 from ptlint.rule import Rule
 from ptlint.rules._creation import (
@@ -28,6 +29,28 @@ def _scalar_mix(chain: Chain, name: str) -> bool:
     first = chain.factory.args[0].value if chain.factory.args else None
     return name in ("tensor", "as_tensor") or first is None or (
         isinstance(first, cst.Tuple) and not first.elements)
+
+
+def _copies_data(chain: Chain, kind: tuple[str, str]) -> bool:
+    """A tensor made from data (`torch.tensor(data)`, `torch.as_tensor(a)`,
+    `t.new_tensor(data)`, a legacy constructor given data): with `device=`,
+    torch builds it on the CPU and copies it over just the same, so the move
+    after costs nothing more; unless `.repeat(...)` before the move copies it
+    many times over. Data from `range(...)` are not such: `torch.arange(...,
+    device=...)` makes them on the device."""
+    group, name = kind
+    if not (group == "torch" and name in ("tensor", "as_tensor") or group == "legacy"
+            or group == "new" and name == "new_tensor"):
+        return False
+    args = [a for a in chain.factory.args if a.keyword is None]
+    if not args or group == "legacy" and (len(args) >= 2 or is_size(args[0].value)):
+        return False  # sizes: uninitialised memory, made on the device by `empty`
+    first = args[0].value
+    if isinstance(first, cst.Call) and isinstance(first.func, cst.Name) \
+            and first.func.value == "range":
+        return False
+    return not any(op.kind == "view" and isinstance(op.call, cst.Call) and op.method == "repeat"
+                   for op in chain.ops)
 
 
 @dataclass
@@ -71,7 +94,7 @@ class TensorMovedAfterCreation(Rule):
     Flags a tensor created on the CPU and then moved to a device with
     `.cuda(...)`, `.to(<device>)` or `.to(device=...)`:
 
-    - a factory (`torch.zeros`, `torch.tensor`, `torch.rand`, `torch.arange`,
+    - a factory (`torch.zeros`, `torch.rand`, `torch.arange`,
       `torch.full`, the window functions, ...), also when a dtype cast
       (`.long()`, `.half()`, `.to(torch.float16)`, `.type(torch.LongTensor)`),
       a view (`.unsqueeze(0)`, `.view(...)`, `.t()`, new axes by indexing
@@ -80,12 +103,15 @@ class TensorMovedAfterCreation(Rule):
       (`torch.exp(t)`, `t.sin()`, `.sqrt()`, `.log()`, ...) or arithmetic
       with a number, a name or a `math` call (`+`, `-`, `*`, `/`, `//`, `%`),
       or a `Variable(...)` wrapper without `requires_grad=` (the tensor
-      itself since torch 0.4) sits between the factory and the move: `torch.zeros(n).long().to(device)`,
+      itself since torch 0.4; `volatile=` does nothing) sits between the factory and the move: `torch.zeros(n).long().to(device)`,
       `(torch.ones(n) * -1).to(device)`,
       `torch.exp(-math.log(p) * torch.arange(h) / h).to(t.device)`;
-    - a legacy constructor with literal data or sizes, or `range(...)` data
-      (`torch.FloatTensor([1e-8]).to(device)`, `torch.Tensor(b, b).fill_(v).cuda()`,
-      `torch.ByteTensor(size=(n,)).cuda()`, `torch.LongTensor(range(n)).cuda()`);
+    - a legacy constructor with literal sizes, or `range(...)` data
+      (`torch.Tensor(b, b).fill_(v).cuda()`, `torch.ByteTensor(size=(n,)).cuda()`,
+      `torch.LongTensor(range(n)).cuda()`);
+    - a tensor made from data (`torch.tensor(data)`, `torch.as_tensor(a)`,
+      `torch.FloatTensor([1e-8])`) only when `.repeat(...)` comes before the
+      move, which then copies every repetition over;
     - `torch.zeros_like(t)` (and the other `*_like` factories) and
       `t.new_zeros(...)` (and the other `new_*` methods) only when `t` is
       provably on the CPU: a factory call, `x.cpu()`, or a name bound exactly
@@ -114,7 +140,11 @@ class TensorMovedAfterCreation(Rule):
     moves. `.to(other_tensor)` moves to the other tensor's device and dtype,
     but which device that is the rule cannot tell: not flagged.
 
-    Not flagged: factories that already pass `device=` (or `**kwargs`, or
+    Not flagged: a tensor made from data (`torch.tensor(data)`,
+    `torch.as_tensor(a)`, `t.new_tensor(data)`, a legacy constructor given
+    data) moved as it is or after casts, views or arithmetic: with
+    `device=`, torch builds it on the CPU and copies it over just the same,
+    so there is nothing to save. Factories that already pass `device=` (or `**kwargs`, or
     `out=`), random factories drawing from an explicit `generator=` (a seeded
     CPU generator gives the same numbers on every device, which is why such
     code creates on the CPU on purpose), modules (`nn.Linear(...).cuda()`),
@@ -420,7 +450,8 @@ class TensorMovedAfterCreation(Rule):
         """A torch factory or legacy constructor that makes the tensor on the CPU
         (not drawn from an explicit generator, nor mixed with a 0-dim name)."""
         kind = self._creates_on_cpu(chain)
-        if kind is None or kind[0] not in ("torch", "legacy") or _scalar_mix(chain, kind[1]):
+        if kind is None or kind[0] not in ("torch", "legacy") or _scalar_mix(chain, kind[1]) \
+                or _copies_data(chain, kind):
             return False
         return not (kind[1] in RANDOM and keyword(chain.factory, "generator"))
 
@@ -438,6 +469,8 @@ class TensorMovedAfterCreation(Rule):
         group, name = kind
         if group == "cpu":
             return  # `torch.from_numpy(a).to(device)`, `x.cpu().to(device)`: no factory to fix
+        if _copies_data(chain, kind):
+            return  # `torch.tensor(data).to(device)`: what `device=` would do anyway
         if _scalar_mix(chain, name):
             return
         if name in RANDOM and keyword(factory, "generator"):
