@@ -10,6 +10,7 @@ from ptlint.fixers.arguments import keyword, with_keyword
 from ptlint.model import Safety
 from ptlint.analysis.names import is_named
 from ptlint.rule import Rule
+from ptlint.rules._tests import is_test_file
 
 _CONVS = frozenset(
     f"torch.nn.{kind}{n}d" for kind in ("Conv", "ConvTranspose", "LazyConv", "LazyConvTranspose")
@@ -93,7 +94,8 @@ class ConvBiasBeforeBatchnorm(Rule):
     model that will be trained from scratch, apply it by hand, or with
     `extend-unsafe-fixes = ["PTL122"]` and `--fix --unsafe-fixes`. Calls that
     pass the bias positionally or may pass it through `**kwargs` are not
-    flagged.
+    flagged, nor are test files (`test_*.py`, `*_test.py`, files under
+    `tests/`), which build layers to test them.
     """
 
     code = "PTL122"
@@ -106,6 +108,8 @@ class ConvBiasBeforeBatchnorm(Rule):
 
     def __init__(self, context) -> None:
         super().__init__(context)
+        # test code builds layers to test them (a BatchNorm frozen in eval mode, say)
+        self.test_file = is_test_file(context.path)
         self.classes: list[_Class] = []
         # enclosing classes/functions: a function carries the name of `self` in a method
         self.contexts: list[tuple[str, object]] = []
@@ -139,7 +143,7 @@ class ConvBiasBeforeBatchnorm(Rule):
         return True if is_named(bias.value, "True") else None
 
     def _flag(self, conv: cst.Call) -> None:
-        if id(conv) in self.reported or not self._biased(conv):
+        if id(conv) in self.reported or not self._biased(conv) or self.test_file:
             return
         self.reported.add(id(conv))
         self.report(conv, replacement=with_keyword(conv, "bias", "False"))

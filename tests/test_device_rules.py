@@ -88,6 +88,16 @@ def test_ptl102_silent_in_test_files(cli, tmp_path):
         "src/model.py"]
 
 
+def test_ptl122_silent_in_test_files(cli, tmp_path):
+    """Test code builds layers to test them (a BatchNorm frozen in eval mode)."""
+    layers = "import torch.nn as nn\nm = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))\n"
+    write(tmp_path / "tests" / "test_fuse.py", layers)
+    write(tmp_path / "src" / "model.py", layers)
+    proc = cli(".", "--select", "PTL122", "--output-format", "concise", cwd=tmp_path)
+    assert [line.split(":")[0] for line in proc.stdout.splitlines() if "PTL122" in line] == [
+        "src/model.py"]
+
+
 EVALUATES = """\
     import torch.nn as nn
 
