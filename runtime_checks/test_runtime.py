@@ -363,3 +363,37 @@ def test_auto_picks_cuda_when_available():
     proc = ptlint("verify", "PTL101", "--device", "auto", "--output-format", "json", *FAST)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["device"] == "cuda"
+
+
+def test_a_torchrun_rank_killed_on_its_way_out_is_run_once_more(tmp_path, monkeypatch):
+    """torchrun's gloo ranks sometimes abort at shutdown, after the metrics are
+    written: the run is tried once more (a crash of the machinery, not of the
+    program), and the program's own error is never retried."""
+    from ptlint.verify import run as verify_run
+
+    metrics = tmp_path / "m.json"
+    calls = []
+
+    def fake(cmd, env, workdir, timeout):
+        calls.append(cmd)
+        metrics.write_text(json.dumps({"result": len(calls)}))
+        if len(calls) == 1:
+            return 1, "Signal 6 (SIGABRT) received by PID 12156"
+        return 0, ""
+
+    monkeypatch.setattr(verify_run, "_run_subprocess", fake)
+    job = {"metrics": str(metrics)}
+    got = verify_run._launch(job, tmp_path / "stem", "cpu", 2, verify_run.Options(fork=False))
+    assert got == {"result": 2} and len(calls) == 2
+
+    calls.clear()
+
+    def failing(cmd, env, workdir, timeout):
+        calls.append(cmd)
+        metrics.write_text(json.dumps({"error": "RuntimeError: boom"}))
+        return 1, "Signal 6 (SIGABRT) received by PID 1"
+
+    monkeypatch.setattr(verify_run, "_run_subprocess", failing)
+    with pytest.raises(verify_run._RunError, match="boom"):
+        verify_run._launch(job, tmp_path / "stem", "cpu", 2, verify_run.Options(fork=False))
+    assert len(calls) == 1

@@ -127,7 +127,9 @@ def _launch(job: dict, stem: Path, device: str, nproc: int, opts: Options) -> di
         metrics_path.unlink(missing_ok=True)
         status, output = _run_subprocess(cmd, _worker_env(device, opts.seed, opts.threads),
                                          job_path.parent, opts.timeout)
-        if attempt == 0 and status is not None and not metrics_path.is_file() and (
+        # (also when the metrics were written and a process was then killed on its
+        # way out: torchrun's gloo ranks sometimes abort at shutdown under load)
+        if attempt == 0 and status is not None and not _reported_error(metrics_path) and (
                 status < 0 or (nproc > 1 and re.search(r"Signal \d+ \(SIG\w+\) received", output))):
             status = _LOST
     if status is None:
@@ -143,6 +145,14 @@ def _launch(job: dict, stem: Path, device: str, nproc: int, opts: Options) -> di
         tail = "\n".join(output.strip().splitlines()[-15:])
         raise _RunError(f"exit status {status}\n{tail}")
     return metrics
+
+
+def _reported_error(metrics_path: Path) -> bool:
+    """Whether the run wrote metrics that report an error of the program itself."""
+    try:
+        return bool(json.loads(metrics_path.read_text(encoding="utf-8")).get("error"))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _run_subprocess(cmd: list[str], env: dict[str, str], workdir: Path,
