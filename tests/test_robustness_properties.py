@@ -178,3 +178,14 @@ else:
     @pytest.mark.skip(reason="hypothesmith is not installed")
     def test_programs_generated_by_hypothesmith():
         pass
+
+
+def test_an_import_added_to_a_file_whose_first_line_ends_in_a_lone_cr():
+    """Found by test_mutated_fixtures: LibCST takes `\\r` as the file's newline, and
+    the new import's `\\r` ran into the `\\n` of the blank line after it (one `\\r\\n`
+    line of two). The fix is refused rather than a line lost."""
+    text = ("\rimport torch.nn as nn\n\n\ndef f(net):\n\tif net:\n"
+            "\t\treturn nn.DataParallel(net.cuda())\n")
+    check(text)
+    out = fix_text(text, "x.py", SETTINGS, unsafe=True)
+    assert out.text == text and any("not applied" in e for e in out.result.errors)

@@ -112,7 +112,24 @@ def add_imports(text: str, imports: Iterable[str]) -> str:
     code = AddImportsVisitor(context).transform_module(module).code
     if text.endswith("\r") and not code.endswith("\r"):
         code += "\r"  # LibCST drops a final lone \r (classic Mac line endings)
+    if module.default_newline == "\r" and "\n" in text and not _lines_kept(text, code):
+        # the new import's \r ran into the \n of a blank line after it, making one
+        # \r\n line of two: the fix is refused rather than a line lost
+        raise ValueError("the imports would change the file's mixed line endings")
     return code
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def _lines_kept(text: str, code: str) -> bool:
+    """Whether `code` is `text` with whole lines inserted (the imports) and every
+    line of `text`, its line ending included, kept."""
+    import difflib
+
+    old, new = _LINE.findall(text), _LINE.findall(code)
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    return all(tag == "insert" for tag, *_ in matcher.get_opcodes() if tag != "equal")
 
 
 def apply_fixes(text: str, fixes: Sequence[Fix]) -> str | None:
