@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Iterable
 
 from ptlint.engine.guard import parse, syntax_error, too_deep
 from ptlint.engine.suppress import Notice
-from ptlint.io.ipython import Masked, free_marker, lines_of, mask
-from ptlint.io.text import line_starts
+from ptlint.io.ipython import Masked, free_marker, mask
+from ptlint.io.text import line_starts, lines_of
 from ptlint.model import Edit, Finding, Position, Span, cell_label
 
 if TYPE_CHECKING:

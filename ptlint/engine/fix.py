@@ -13,7 +13,7 @@ import libcst as cst
 from ptlint.analysis.names import dotted
 from ptlint.engine.guard import fits_oldest_python, parse, python_verdict, round_trips, valid
 from ptlint.engine.lint import LintResult, lint_text
-from ptlint.io.text import apply_edits, offsets
+from ptlint.io.text import apply_edits, lines_of, offsets
 from ptlint.model import Finding, Fix
 
 if TYPE_CHECKING:
@@ -119,15 +119,12 @@ def add_imports(text: str, imports: Iterable[str]) -> str:
     return code
 
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
-
-
 def _lines_kept(text: str, code: str) -> bool:
     """Whether `code` is `text` with whole lines inserted (the imports) and every
     line of `text`, its line ending included, kept."""
     import difflib
 
-    old, new = _LINE.findall(text), _LINE.findall(code)
+    old, new = lines_of(text), lines_of(code)
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
     return all(tag == "insert" for tag, *_ in matcher.get_opcodes() if tag != "equal")
 

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING
 from ptlint.engine.cells import (Cell, Layout, cell_edits, compiles, error_in_cells, joined_parses,
                                  notice_in_cells, prepare, to_cells)
 from ptlint.engine.fix import MAX_FIX_PASSES, add_imports, non_overlapping
-from ptlint.io.text import apply_edits
+from ptlint.io.text import apply_edits, lines_of
 from ptlint.engine.guard import fits_oldest_python, round_trips
 from ptlint.engine.job import Job, Outcome, usable
 from ptlint.engine.lint import LintResult, lint_text
 from ptlint.engine.suppress import Notice, noqa_edits
 from ptlint.io.cache import Cache
 from ptlint.io.diff import cell_diff
-from ptlint.io.ipython import lines_of, placeholders, unmask
+from ptlint.io.ipython import placeholders, unmask
 from ptlint.io.notebook import Notebook, NotebookError
 from ptlint.io.text import Source, write_fixed
 from ptlint.model import Edit, Finding, Fix, Span, cell_label

@@ -4,9 +4,9 @@ from __future__ import annotations
 import difflib
 import re
 
+from ptlint.io.text import lines_of
 from ptlint.model import cell_label
 
-_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f",
               "\r": "\\r", '"': '\\"', "\\": "\\\\"}
@@ -16,7 +16,7 @@ _NO_EOL = "\n\\ No newline at end of file\n"
 def _diff_lines(text: str) -> list[str]:
     """Lines as Python and `patch` see them: str.splitlines() would also break at
     form feeds and other Unicode separators, and the diff would not apply."""
-    lines = _LINES.findall(text)
+    lines = lines_of(text)
     if lines and not lines[-1].endswith(("\n", "\r")):
         lines[-1] += _NO_EOL
     return lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ptlint.io.text import lines_of
 from ptlint.model import Position
 
 # Cell magics whose body is Python run in the kernel; any other cell magic
@@ -15,16 +16,10 @@ PYTHON_CELL_MAGICS = frozenset({
 })
 
 MARKER = "ptlint-magic"  # placeholders are `pass  # ptlint-magic:<id>`
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _MAGIC_ASSIGN = re.compile(r"^[\w.]+(?:\s*,\s*[\w.]+)*\s*=\s*[!%]")
 _CELL_MAGIC = re.compile(r"^%%(\w+)")
 
 # -- IPython syntax ---------------------------------------------------------------
-def lines_of(text: str) -> list[str]:
-    """Lines with their line breaks (\\r\\n, \\r and \\n, like the tokenizer)."""
-    return _LINE.findall(text)
-
-
 def _body(line: str) -> str:
     return line.rstrip("\r\n")
 

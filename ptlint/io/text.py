@@ -238,6 +238,15 @@ def apply_edits(text: str, edits: Iterable[Edit]) -> str:
     return "".join(out)
 
 
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def lines_of(text: str) -> list[str]:
+    """Lines with their line breaks (\\r\\n, \\r and \\n, like the tokenizer; not
+    str.splitlines(), which also breaks at form feeds and other separators)."""
+    return _LINE.findall(text)
+
+
 def tokens(text: str) -> Iterable[tokenize.TokenInfo]:
     """The text's tokens up to the first error (a text that does not tokenize
     does not parse either: a PTL000 finding). Lines break at \\r\\n, \\r and \\n, as
