@@ -11,11 +11,13 @@ from ptlint.analysis.dataflow import (SYNC_METHODS, Assignment, assignments, clo
                                      last_name, loss_keys, value_keys)
 from ptlint.analysis.semantic import BACKWARD, STEP, Function, Loop
 from ptlint.analysis.walk import descendants
+from ptlint.fixers.arguments import keyword
 from ptlint.io.ipython import lines_of
 from ptlint.rule import Rule, code_matches
 
 _BUILTINS = {"builtins.print": "print", "builtins.float": "float", "builtins.int": "int",
-             "builtins.bool": "bool"}
+             "builtins.bool": "bool", "builtins.str": "str"}
+_STRINGS = (cst.SimpleString, cst.ConcatenatedString)
 # checks whose result an `if` or `assert` turns into a Python bool, on the host
 _CHECKS = frozenset({"torch.isnan", "torch.isinf", "torch.isfinite", "torch.isposinf",
                      "torch.isneginf"})
@@ -52,10 +54,18 @@ def _printed_keys(call: cst.Call) -> set[str]:
     values = []
     for arg in call.args:
         if isinstance(arg.value, cst.FormattedString):
-            values += [part.expression for part in arg.value.parts
-                       if isinstance(part, cst.FormattedStringExpression)]
+            values += _formatted(arg.value)
         else:
             values.append(arg.value)
+    return _keys(values)
+
+
+def _formatted(text: cst.FormattedString) -> list[cst.BaseExpression]:
+    return [part.expression for part in text.parts
+            if isinstance(part, cst.FormattedStringExpression)]
+
+
+def _keys(values: list[cst.BaseExpression]) -> set[str]:
     return {key_of(value) for value in values} - {None}
 
 
@@ -65,8 +75,12 @@ class HostSyncInTrainingLoop(Rule):
     Flags `.item()`, `.cpu()`, `.numpy()` and `.tolist()` applied, on every
     step, to the loss or to values computed from the model's outputs inside a
     training loop (a loop that calls `.backward()` and an optimizer step), and
-    `print(loss)`, `float(loss)`, `int(loss)`, `bool(loss)` of the loss
-    itself (the tensor `.backward()` is called on), and `if` or `assert` on a
+    `print(loss)`, `float(loss)`, `int(loss)`, `bool(loss)`, `str(loss)` and
+    formatting of the loss itself (the tensor `.backward()` is called on:
+    `f"{loss:.3f}"`, `"%.3f" % loss`, `"{}".format(loss)`, wherever the text
+    goes, a progress bar as much as `print`) or TensorBoard's
+    `writer.add_scalar("loss", loss, step)`, which copies it to the host,
+    and `if` or `assert` on a
     check of such a value (`if torch.isnan(loss):`, `if not
     torch.isfinite(out).all():`, `assert not loss.isinf()`): deciding reads
     the check's result on the host.
@@ -149,6 +163,7 @@ class HostSyncInTrainingLoop(Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.calls = []
+        self.printed: set[int] = set()  # f-strings given to print() and co., reported there
         self.mentions: dict[object, bool] = {}  # does this code name a device? (_on_device)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -164,6 +179,31 @@ class HostSyncInTrainingLoop(Rule):
         builtin = _BUILTINS.get(self.qualified_name(func) or "")
         if builtin is not None:
             self.calls.append((self.model.site(node), f"{builtin}()", _printed_keys(node), True))
+            self.printed.update(id(arg.value) for arg in node.args)
+        elif type(func) is cst.Attribute and func.attr.value == "format" and \
+                isinstance(func.value, _STRINGS):  # `"{:.3f}".format(loss)`
+            self.calls.append((self.model.site(node), "str.format()",
+                               _keys([arg.value for arg in node.args]), True))
+        elif type(func) is cst.Attribute and func.attr.value == "add_scalar":
+            value = keyword(node, "scalar_value") or (node.args[1] if len(node.args) > 1 and
+                                                      node.args[1].keyword is None else None)
+            if value is not None:  # TensorBoard's `writer.add_scalar("loss", loss, step)`
+                self.calls.append((self.model.site(node), "add_scalar()", _keys([value.value]),
+                                   True))
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        """`pbar.set_description(f"{loss:.3f}")`: formatting a tensor reads it."""
+        if self.model.here.loop is not None and id(node) not in self.printed:
+            self.calls.append((self.model.site(node), "f-string", _keys(_formatted(node)), True))
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        """`"%.3f" % loss`, `"%d/%f" % (step, loss)`."""
+        if self.model.here.loop is None or type(node.operator) is not cst.Modulo or \
+                not isinstance(node.left, _STRINGS):
+            return
+        right = node.right
+        values = [e.value for e in right.elements] if type(right) is cst.Tuple else [right]
+        self.calls.append((self.model.site(node), "%-formatting", _keys(values), True))
 
     def visit_If(self, node: cst.If) -> None:
         self._tested(node.test, "if {}:")
