@@ -45,6 +45,9 @@ def _converts(value: cst.BaseExpression) -> bool:
 
 
 _TORCH = re.compile(r"\btorch\b")
+# frameworks whose modules also have `.weight.data` (Paddle's `nn.Linear`)
+_FOREIGN = re.compile(r"(?m)^[ \t]*(?:import|from)[ \t]+(?:paddle|mindspore|jittor|oneflow|"
+                      r"megengine|mxnet|tensorflow)\b")
 # `nn.init`'s deprecated names without the trailing underscore, which fill in place too
 _OLD_INITIALISERS = frozenset({"uniform", "normal", "constant", "xavier_uniform", "xavier_normal",
                                "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse"})
@@ -68,7 +71,8 @@ class ParameterDataWrite(Rule):
 
     A parameter is an attribute named `weight` or `bias` (not of a
     `FrozenBatchNorm2d(...)` made in the same function, whose `weight` and
-    `bias` are buffers), and, in a file
+    `bias` are buffers, nor in a file that imports another framework, such as
+    Paddle or TensorFlow, and never names torch), and, in a file
     whose code names torch (the `model.parameters()` of another framework,
     such as micrograd's or Paddle's, hold no torch parameters), the loop
     variable of `for p in model.parameters()` (also `named_parameters()`,
@@ -225,7 +229,7 @@ class ParameterDataWrite(Rule):
     def _is_parameter(self, node: cst.BaseExpression) -> bool:
         if isinstance(node, cst.Attribute) and node.attr.value in _PARAM_ATTRS:
             # (a FrozenBatchNorm's weight and bias are buffers)
-            return dotted(node.value) not in self.frozen[-1]
+            return dotted(node.value) not in self.frozen[-1] and not self._foreign
         name = dotted(node)
         return (name is not None and (name in self.params[-1] or name in self.params[0])
                 and self._torch)
@@ -241,6 +245,12 @@ class ParameterDataWrite(Rule):
         """Whether the file's code names torch: the `model.parameters()` of another
         framework (micrograd's values, Paddle's) hold no torch parameters."""
         return self.context.mentions(_TORCH)
+
+    @cached_property
+    def _foreign(self) -> bool:
+        """A file of another framework: it imports Paddle, TensorFlow, … and never
+        names torch."""
+        return not self._torch and self.context.mentions(_FOREIGN)
 
     def _replacement(self, data: cst.Attribute) -> cst.BaseExpression:
         if self.no_grad[-1]:

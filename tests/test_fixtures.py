@@ -79,3 +79,16 @@ def test_ptl031_only_where_the_code_names_torch():
     with_torch = "import torch\n" + micrograd
     assert [f.code for f in lint_text(with_torch, "t.py", settings_for("PTL031")).findings] == [
         "PTL031"]
+
+
+def test_ptl031_weight_of_another_framework():
+    # a Paddle file (`paddle.nn.Linear`'s weight) is not torch's; a file that names
+    # no framework at all (an init helper of a torch project) still counts
+    init = ("def init(self, dim):\n"
+            "    self.linear = nn.Linear(dim, dim)\n"
+            "    self.linear.weight.data.fill_(1.0)\n")
+    paddle = "import paddle\nfrom paddle import nn\n" + init
+    assert lint_text(paddle, "p.py", settings_for("PTL031")).findings == []
+    for text in (init, "import torch\nimport paddle\n" + init):
+        assert [f.code for f in lint_text(text, "t.py", settings_for("PTL031")).findings] == [
+            "PTL031"]
