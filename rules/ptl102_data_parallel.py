@@ -81,13 +81,16 @@ class DataParallel(TracksTests, Rule):
       optimizer bound to a name never read again counts for nothing), the
       wrapped model is only run under `torch.no_grad()` /
       `torch.inference_mode()` (a block or a decorated function) or handed to
-      functions named for evaluation (`validate(...)`, `evaluate_...`,
-      `test_...`, `predict(...)`) and is not returned, or it is put in
-      `.eval()` (also chained to the wrap, `DataParallel(m).eval()`, or inside
-      it, `DataParallel(m.eval())`, or on the model whose parts are wrapped
-      in `for k, part in m._modules.items()` or `for part in m.children()`,
-      or on `m` of `m.features = DataParallel(m.features)`) and nothing in
-      the file calls `.train(` (but `.train(False)`, which is eval mode);
+      functions that evaluate it (named for evaluation: `validate(...)`,
+      `evaluate_...`, `test_...`, `predict(...)`; or functions of the file
+      that put that argument in `.eval()` and train nothing:
+      `get_logits(model, loader)`) and is not returned, or it is put in
+      `.eval()` (also by such a function of the file, chained to the wrap,
+      `DataParallel(m).eval()`, or inside it, `DataParallel(m.eval())`, or on
+      the model whose parts are wrapped in `for k, part in m._modules.items()`
+      or `for part in m.children()`, or on `m` of
+      `m.features = DataParallel(m.features)`) and nothing in the file calls
+      `.train(` (but `.train(False)`, which is eval mode);
     - a wrapped model that only loads a checkpoint: a name of its own whose
       `load_state_dict(...)` is called and that is never called, handed on,
       returned or assigned to another (a reference model wrapped only so that
@@ -95,10 +98,11 @@ class DataParallel(TracksTests, Rule):
     - a model not trained in a file that trains: the function that wraps it
       puts it in `.eval()`, neither trains (no `backward`, optimizer, `.step(`
       or `.train(` in it) nor returns or stores the model; or the wrapped
-      model is only run under `torch.no_grad()` / `torch.inference_mode()`,
-      is not returned, and its `.parameters()` go nowhere but a `for` loop (a
-      frozen backbone, a teacher): `DistributedDataParallel` is a training
-      wrapper, and refuses a model none of whose parameters requires grad;
+      model is only run under `torch.no_grad()` / `torch.inference_mode()`
+      or handed to functions that evaluate it, is not returned, and its
+      `.parameters()` go nowhere but a `for` loop (a frozen backbone, a
+      teacher): `DistributedDataParallel` is a training wrapper, and refuses
+      a model none of whose parameters requires grad;
     - test code (test files, and `test*` functions and `Test*` classes in a
       file that uses pytest or unittest), where `DataParallel` support itself
       is what is tested;
@@ -191,6 +195,8 @@ class DataParallel(TracksTests, Rule):
         self.evaluated_in: set[tuple[int, str]] = set()  # (owner, name) put in `.eval()` there
         self.ddp_wraps: set[tuple[int, str]] = set()  # (function, name) wrapped in DDP there
         self.parts: dict[tuple[int, str], str] = {}  # (owner, loop variable) -> the model it is of
+        self.handed: list[tuple[str, cst.Call]] = []  # calls of named functions: (name, call)
+        self.evaluators: dict[str, set[int | str]] = {}  # see `_evaluators`
 
     def visit_Module(self, node: cst.Module) -> None:
         self.owners.append(node)
@@ -347,6 +353,8 @@ class DataParallel(TracksTests, Rule):
             moved = dotted(func.value)
             if moved is not None:  # `model.cuda()`
                 self.on_device.add((id(self._owner(moved)), moved))
+        if isinstance(func, (cst.Name, cst.Attribute)) and node.args:
+            self.handed.append((last_name(func), node))
         if isinstance(func, (cst.Call, cst.Subscript)) or self.in_test or self.fallback:
             return
         qualified = self.qualified_name(func)
@@ -371,13 +379,20 @@ class DataParallel(TracksTests, Rule):
                                 on_device, self.owners[-1], bool(self.branches)))
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        if not self.wraps:
+            return
+        self.evaluators = _evaluators(original_node)
+        for callee, call in self.handed:  # `get_logits(model, loader)`: puts `model` in eval
+            slots = self.evaluators.get(callee)
+            if slots:
+                self.evaluated.update(dotted(arg.value) or "" for arg in _handed(call, slots))
         trains = _trains(self.context.source)
         inference = self._inference_wraps(trains)
         # an evaluation script: the model is put in eval mode and never trained
         evaluated = set() if trains or _TRAIN_MODE.search(self.context.source) else self.evaluated
         for wrap in self.wraps:
             whole = self.parts.get((id(wrap.function), _wrapped(wrap) or ""))  # a part of it
-            root = (_wrapped(wrap) or "").split(".")[0]  # `model` of `model.features`
+            root = (_wrapped(wrap) or "").split(".")[0] or None  # `model` of `model.features`
             if (id(wrap.owner), wrap.target) in inference or evaluated & {
                     wrap.target, _wrapped(wrap), whole, root if root != "self" else None}:
                 continue
@@ -498,7 +513,7 @@ class DataParallel(TracksTests, Rule):
                     continue  # another function's own variables
             name = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
             if name in targets:
-                uses.append((name, _use(node, up), no_grad, returned))
+                uses.append((name, _use(node, up, self.evaluators), no_grad, returned))
                 continue
             inner = no_grad
             if isinstance(node, cst.With) and any(self._no_grad(i.item) for i in node.items):
@@ -570,13 +585,46 @@ def _parameters(node: cst.FunctionDef | cst.Lambda) -> set[str]:
     return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
 
 
-def _use(node: cst.CSTNode, up) -> str:
+def _evaluators(module: cst.Module) -> dict[str, set[int | str]]:
+    """The functions of the file that put a model they are given in `.eval()` and
+    train nothing: name -> the positions and names of those parameters (`self`
+    not counted). A name defined more than once: what every definition evaluates."""
+    found: dict[str, set[int | str]] = {}
+    for node in descendants(module):
+        if type(node) is not cst.FunctionDef:
+            continue
+        params = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+        if params[:1] in (["self"], ["cls"]):
+            params = params[1:]
+        names = params + [p.name.value for p in node.params.kwonly_params]
+        code = cst.Module([]).code_for_node(node.body)
+        evaluated = set() if _TRAINS.search(code) or _TRAIN_MODE.search(code) else {
+            name for name in names if re.search(rf"(?<![\w.]){re.escape(name)}\.eval\(\)", code)}
+        slots = evaluated | {i for i, name in enumerate(params) if name in evaluated}
+        name = node.name.value
+        found[name] = found[name] & slots if name in found else slots
+    return found
+
+
+def _handed(call: cst.Call, slots: set[int | str]) -> list[cst.Arg]:
+    """The arguments of `call` that land in the parameters `slots`."""
+    handed = []
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            break
+        if (arg.keyword.value if arg.keyword is not None else i) in slots:
+            handed.append(arg)
+    return handed
+
+
+def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]]) -> str:
     """How an occurrence of the wrapped model uses it: "bound" (an assignment target, a
     parameter), "alias" (assigned to another name), "loaded" (`model.load_state_dict(...)`),
     "inert" (`.eval()`, `.module.state_dict()`,
     `print(model)`, `for p in model.parameters()`), "parameters" (`model.parameters()`
     handed on), "read" (an attribute read: `model.output_dim`), "called" (`model(x)`),
-    "evaluated" (an argument of a function named for evaluation: `validate(loader, model)`)
+    "evaluated" (an argument of a function named for evaluation, `validate(loader, model)`,
+    or of one of the file's `evaluators` that puts it in `.eval()`)
     or "passed" (anything else: an argument, an operand, a part run: `model.encoder(x)`).
     `up`: the walk's entry of the node's parent (node, its parent's entry, ...)."""
     chain: list[cst.CSTNode] = []  # parent first, a few levels up
@@ -610,6 +658,7 @@ def _use(node: cst.CSTNode, up) -> str:
         and isinstance(chain[1], cst.Call) else None
     if callee in _HARMLESS:
         return "inert"
-    if callee is not None and _EVALUATES.match(callee):
+    if callee is not None and (_EVALUATES.match(callee) or any(
+            arg is parent for arg in _handed(chain[1], evaluators.get(callee, set())))):
         return "evaluated"
     return "passed"

@@ -291,6 +291,43 @@ def test_ptl102_a_prune_and_evaluate_script_and_a_wrap_never_run(cli, tmp_path):
         "alone.py", "runs.py", "steps.py", "trains.py", "used.py"], proc.stdout
 
 
+SCORER = """\
+    import torch
+    import torch.nn as nn
+
+    def scores(loader, threshold, model):
+        model.eval()
+        with torch.no_grad():
+            return [model(x) for x in loader]
+
+    scorer = nn.DataParallel(Net().to("cuda"))
+    scorer.load_state_dict(torch.load("net.pt"))
+    model = Net().to("cuda")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x in loader:
+        s = scores(loader, 0.5, scorer)
+        loss = model(x).sum()
+        loss.backward()
+        opt.step()
+    """
+
+
+def test_ptl102_silent_for_a_model_handed_to_a_function_that_evaluates_it(cli, tmp_path):
+    """A pretrained scorer handed to a function of the file that puts it in eval
+    mode and trains nothing, in a file that trains another model."""
+    write(tmp_path / "scorer.py", SCORER)
+    write(tmp_path / "keyword.py", SCORER.replace("0.5, scorer)", "0.5, model=scorer)"))
+    # the function trains, the model lands in another parameter, or is trained too
+    write(tmp_path / "trains.py", SCORER.replace("model.eval()", "model.train()"))
+    write(tmp_path / "slot.py", SCORER.replace("scores(loader, 0.5, scorer)",
+                                               "scores(scorer, 0.5, loader)"))
+    write(tmp_path / "tuned.py", SCORER.replace("SGD(model.parameters()",
+                                                "SGD([*model.parameters(), *scorer.parameters()]"))
+    proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
+        "slot.py", "trains.py", "tuned.py"], proc.stdout
+
+
 def test_ptl102_reported_where_a_gpu_is_there_or_the_type_test_is_another(cli, tmp_path):
     write(tmp_path / "place.py", """\
         import torch
