@@ -18,7 +18,9 @@ index batcher or values already in memory (`DataLoader(range(n), ...)`, a
 list display or comprehension, `list(zip(...))`, a torch tensor such as
 `torch.from_numpy(a).float()`, slices and sums of those, also through a
 variable bound to one), the whole dataset in
-one batch (`batch_size=len(dataset)`), and a loader never iterated nor passed on.
+one batch (`batch_size=len(dataset)`), a dataset made on a device
+(`Cls(root, device=device)`, also inside `ConcatDataset`/`Subset`: workers cannot use
+CUDA, and pinning refuses CUDA tensors), and a loader never iterated nor passed on.
 Loaders are named by their variable (`loader`, `self.loader`), per function; a
 plain name bound to a second `DataLoader(...)` is a new loader from there on
 (uses after the rebinding are the new one's). A loader's dataset is a
@@ -45,6 +47,8 @@ from ptlint.rules._tests import TracksTests
 LOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
 _TENSOR_DATASETS = ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset")
 _BATCH_SIZE_INDEX = 1
+# datasets made of other datasets: `ConcatDataset([a, b])`, `Subset(a, indices)`
+_COMBINING = frozenset({"ConcatDataset", "Subset", "ChainDataset"})
 # functions that look at a loader without loading from it, or only wrap it for a loop
 _INSPECTING = frozenset({"iter", "next", "len", "print", "isinstance", "type", "id", "repr",
                          "str", "hasattr", "getattr"})
@@ -77,6 +81,7 @@ class Loader:
     in_test: bool = False
     dataset_param: tuple[str, str, int] | None = None  # (function, parameter, position)
     dataset_class: str | None = None  # `DataLoader(Cls(...))`, also through a variable
+    on_device: bool = False  # its dataset is made on a device: `Cls(..., device=device)`
 
 
 @dataclass
@@ -174,7 +179,7 @@ class LoaderRule(TracksTests, Rule):
         self._loop_of: dict[int, cst.For] = {}  # id(loader call) -> the loop iterating it
         self._loops: list[_Loop] = []
         self._whiles = 0  # `while` loops around the node visited
-        self._taken: dict[str, Key] = {}  # `x, y = next(batches)`: x, y -> batches
+        self._taken: dict[Key, Key] = {}  # `x, y = next(batches)`: x, y -> batches
         self._moved_loops: set[int] = set()
         self._scopes: list[tuple[int, set[str]]] = [(0, set())]  # function id, names bound in it
         self._cuda_types: set[str] = set()  # `Tensor = torch.cuda.FloatTensor if cuda else ...`
@@ -182,6 +187,7 @@ class LoaderRule(TracksTests, Rule):
         self._targets: set[int] = set()  # tuples and lists that store nothing: targets, displays
         self._tensor_datasets: set[Key] = set()  # variables bound to a `TensorDataset(...)`
         self._in_memory: set[Key] = set()  # variables bound to `range(n)`, a list display
+        self._placed_names: set[Key] = set()  # variables bound to a dataset made on a device
         self._generation: dict[Key, int] = {}  # how many loaders a plain name was bound to
         self._functions: list[tuple[str, list[str]]] = []  # enclosing functions, parameters
         self._defined: dict[str, int] = {}  # function name -> how many definitions
@@ -281,6 +287,8 @@ class LoaderRule(TracksTests, Rule):
             made = self._dataset_class(node.value)  # `Cls(...)`, `partial(Cls, ...)`
             if made is not None:
                 self._instances[self.key(name)] = made
+            (self._placed_names.add if self._placed(node.value)
+             else self._placed_names.discard)(self.key(name))
             if _in_memory(node.value, self.qualified_name, self._holds_in_memory):
                 self._in_memory.add(self.key(name))
             else:
@@ -294,7 +302,7 @@ class LoaderRule(TracksTests, Rule):
         if taken is not None and (self._loops or self._whiles):
             for target in node.targets:
                 for part in _names(target.target):
-                    self._taken[part] = self.key(taken)
+                    self._taken[self._scopes[-1][0], part] = self.key(taken)
 
     def _alias(self, name: str, wrapper: cst.Call) -> None:
         """`pbar = tqdm(loader)`: iterating `pbar` iterates `loader`."""
@@ -418,7 +426,8 @@ class LoaderRule(TracksTests, Rule):
                     loop.moves = True
             # `next(batches).to(device)`, `x.to(device)` after `x, y = next(batches)`
             taken = _taken_from(func.value)
-            key = self.key(taken) if taken is not None else self._taken.get(batch_root or "")
+            key = self.key(taken) if taken is not None else self._taken.get(
+                (self._scopes[-1][0], batch_root or ""))
             if key is not None:
                 self.uses.setdefault(key, set()).add("moved")
                 self.any_moved = True
@@ -492,7 +501,27 @@ class LoaderRule(TracksTests, Rule):
             dataset is not None and self._is_tensor_dataset(dataset.value),
             _one_batch(node), self.in_test,
             self._dataset_param(dataset.value) if dataset is not None else None,
-            self._dataset_class(dataset.value) if dataset is not None else None))
+            self._dataset_class(dataset.value) if dataset is not None else None,
+            dataset is not None and self._placed(dataset.value)))
+
+    def _placed(self, dataset: cst.BaseExpression) -> bool:
+        """A dataset made on a device (`Cls(root, device=device)`: its tensors live
+        there), also inside `ConcatDataset([...])` or `Subset(d, indices)`, or a
+        variable bound to one."""
+        if isinstance(dataset, (cst.Name, cst.Attribute)):
+            name = dotted(dataset)
+            return name is not None and self.key(name) in self._placed_names
+        if not isinstance(dataset, cst.Call):
+            return False
+        device = keyword(dataset, "device")
+        if device is not None and _device_like(device.value):
+            return True
+        if last_name(dataset.func) not in _COMBINING:
+            return False
+        parts = [a.value for a in dataset.args if a.keyword is None]
+        parts = [e.value for p in parts for e in p.elements] if parts and isinstance(
+            parts[0], (cst.List, cst.Tuple)) else parts[:1]
+        return any(self._placed(part) for part in parts)
 
     def _dataset_class(self, dataset: cst.BaseExpression) -> str | None:
         """The class `Cls` of the file (by name) that `dataset` is made by: `Cls(...)`,
@@ -575,7 +604,7 @@ class LoaderRule(TracksTests, Rule):
     def skipped(self, loader: Loader) -> bool:
         """No advice about loading applies: indices or in-memory values batched, the whole
         dataset in one batch, or a loader that is never iterated nor passed on."""
-        if loader.index_batcher or loader.one_batch:
+        if loader.index_batcher or loader.one_batch or loader.on_device:
             return True
         return not self.how_used(loader) & {"iterated", "passed", "moved"}
 

@@ -44,6 +44,10 @@ class DataLoaderWithoutWorkers(LoaderRule):
       returns when its every `return` gives one, or through a parameter of
       a function every call of which in the file passes one): indexing tensors in
       memory costs less than passing the batch from a worker process;
+    - a dataset made on a device (`Cls(root, device=device)`, also inside
+      `ConcatDataset([...])` or `Subset(d, indices)`, or through a variable
+      bound to one): its tensors already live on the GPU, which worker
+      processes cannot use;
     - the whole dataset in one batch (`batch_size=len(dataset)`,
       `x.shape[0]`, `x.size(0)`);
     - `batch_size=None`: the dataset yields whole batches itself (an

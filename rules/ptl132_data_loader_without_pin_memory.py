@@ -33,7 +33,9 @@ class DataLoaderWithoutPinMemory(LoaderRule):
     `if i == 1: break` over `enumerate(loader)`) or never used,
     a loader over indices or values already in memory
     (`DataLoader(range(n), ...)`, a list display, or a variable bound to
-    one), the whole dataset in one batch
+    one), a dataset made on a device (`Cls(root, device=device)`, also inside
+    `ConcatDataset([...])` or `Subset(d, indices)`: pinning refuses CUDA
+    tensors), the whole dataset in one batch
     (`batch_size=len(dataset)`) and test code (test files, and `test*`
     functions and `Test*` classes in a file that uses pytest or unittest).
 
