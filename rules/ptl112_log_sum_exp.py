@@ -17,7 +17,9 @@ class LogSumExp(Rule):
     `torch.log(x.exp().sum(dim=1, keepdim=True))`, and their mixes. A sum
     without `dim` (or with `dim=None`) or with `dtype=` is not flagged:
     `torch.logsumexp` needs the dimensions; nor is an exponent already
-    shifted, `exp(x - m)`: the stable form written out (`m` the maximum).
+    shifted, `exp(x - m)`, also through a name bound to such a difference
+    in the same function (`x0 = x - m` before `exp(x0)`): the stable form
+    written out (`m` the maximum).
 
     ## Why is this bad?
     `exp(x)` overflows to `inf` in float32 once `x` exceeds about 88 (11 in
@@ -54,6 +56,22 @@ class LogSumExp(Rule):
     fix_safety = Safety.UNSAFE
     requires_text = ("exp",)
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.shifted: list[set[str]] = [set()]  # names bound to `x - m`, per function
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.shifted.append(set())
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.shifted.pop()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        shifted = self.shifted[-1]
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                (shifted.add if _shifted(node.value) else shifted.discard)(target.target.value)
+
     def _call_of(self, node: cst.BaseExpression, name: str):
         """(operand, extra arguments, function node or None) when `node` is
         `torch.<name>(operand, ...)` or `operand.<name>(...)`; else None."""
@@ -82,7 +100,8 @@ class LogSumExp(Rule):
             return
         operand, sum_args, _ = total
         exp = self._call_of(operand, "exp")
-        if exp is None or exp[1] or _shifted(exp[0]):
+        if exp is None or exp[1] or _shifted(exp[0]) or (
+                isinstance(exp[0], cst.Name) and exp[0].value in self.shifted[-1]):
             return
         dims = cst.Call(func=cst.Name("sum"), args=sum_args)
         dim = argument(dims, "dim", 0)
