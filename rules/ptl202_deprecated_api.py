@@ -9,13 +9,23 @@ from ptlint.model import Safety
 from ptlint.rules._deprecations import DEPRECATIONS
 from ptlint.rules._symbols import SymbolRule
 
-# Tensor methods whose leading positional scalar is a deprecated overload (torch 1.5):
-# `add_(Number alpha, Tensor other)` for `add_(other, *, alpha)`, and
-# `addcmul_(Number value, Tensor t1, Tensor t2)` for `addcmul_(t1, t2, *, value)`.
-# The in-place forms only (`x.add(a, b)` is too common outside torch to judge), and
-# the out-of-place `addcmul`/`addcdiv`, which only tensors have.
-_SCALAR_FIRST = {"add_": ("alpha", 2), "sub_": ("alpha", 2), "addcmul_": ("value", 3),
-                 "addcdiv_": ("value", 3), "addcmul": ("value", 3), "addcdiv": ("value", 3)}
+# Tensor methods whose leading positional scalars are a deprecated overload (torch 1.5):
+# `add_(Number alpha, Tensor other)` for `add_(other, *, alpha)`,
+# `addcmul_(Number value, Tensor t1, Tensor t2)` for `addcmul_(t1, t2, *, value)`,
+# `addmm_(beta, alpha, mat1, mat2)` and `addmm_(beta, mat1, mat2)` for
+# `addmm_(mat1, mat2, *, beta, alpha)`. The in-place `add_`/`sub_` only (`x.add(a, b)`
+# is too common outside torch to judge); both forms of the others, which only tensors
+# have. Name -> (the tensors' names, {positional arguments: the scalars' keywords}).
+_SCALAR_FIRST: dict[str, tuple[str, dict[int, tuple[str, ...]]]] = {
+    "add_": ("other", {2: ("alpha",)}), "sub_": ("other", {2: ("alpha",)}),
+    **{name: ("tensor1, tensor2", {3: ("value",)})
+       for name in ("addcmul_", "addcdiv_", "addcmul", "addcdiv")},
+    **{f"{name}{inplace}": (tensors, {3: ("beta",), 4: ("beta", "alpha")})
+       for name, tensors in (("addmm", "mat1, mat2"), ("addmv", "mat, vec"),
+                             ("addr", "vec1, vec2"), ("addbmm", "batch1, batch2"),
+                             ("baddbmm", "batch1, batch2"))
+       for inplace in ("", "_")},
+}
 _OVERLOADS_SINCE = Version("1.5")
 
 
@@ -36,7 +46,10 @@ class DeprecatedApi(SymbolRule):
     tensor methods that take the scalar first, deprecated since torch 1.5:
     `x.add_(alpha, other)`, `x.sub_(alpha, other)`,
     `x.addcmul_(value, t1, t2)`, `x.addcdiv_(value, t1, t2)` (and
-    `x.addcmul`/`x.addcdiv`): the old optimizer and EMA idiom
+    `x.addcmul`/`x.addcdiv`), `x.addmm_(beta, alpha, mat1, mat2)` and
+    `x.addmm_(beta, mat1, mat2)` (also `addmv`, `addr`, `addbmm`, `baddbmm`,
+    in place or not: the pairwise distance idiom
+    `dist.addmm_(1, -2, x, y.t())`): the old optimizer and EMA idiom
     `exp_avg_sq.mul_(beta2).addcmul_(1 - beta2, grad, grad)`. Only calls with
     exactly that many positional arguments and no keywords count (the only
     calls that match the old overload); `torch.addcmul(input, t1, t2)` is the
@@ -111,18 +124,21 @@ class DeprecatedApi(SymbolRule):
         func = node.func
         if type(func) is not cst.Attribute or func.attr.value not in _SCALAR_FIRST:
             return
-        keyword, positional = _SCALAR_FIRST[func.attr.value]
+        tensors, forms = _SCALAR_FIRST[func.attr.value]
+        keywords = forms.get(len(node.args))
         version = self.context.torch_version
-        if (len(node.args) != positional or any(a.keyword or a.star for a in node.args)
+        if (keywords is None or any(a.keyword or a.star for a in node.args)
                 or version is not None and version < _OVERLOADS_SINCE
                 or (self.qualified_name(func) or "").startswith("torch.") or self._deliberate()):
             return  # `torch.addcmul(input, t1, t2)` is the function, not the overload
         name = func.attr.value
-        tensors = "other" if positional == 2 else "tensor1, tensor2"
-        fixed = positional_to_keyword(node, 0, keyword)
+        fixed: cst.Call | None = node
+        for keyword in keywords:  # the scalars, first to last, each now the first argument
+            fixed = positional_to_keyword(fixed, 0, keyword) if fixed is not None else None
+        scalars = ", ".join(keywords)
         self.report(node, message=(
-            f"`{name}({keyword}, {tensors})` is a deprecated overload; use "
-            f"`{name}({tensors}, {keyword}=...)`"),
+            f"`{name}({scalars}, {tensors})` is a deprecated overload; use "
+            f"`{name}({tensors}, {', '.join(k + '=...' for k in keywords)})`"),
             **({} if fixed is None else {"replacement": fixed, "safety": Safety.SAFE}))
 
     code = "PTL202"
