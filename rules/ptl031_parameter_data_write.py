@@ -64,7 +64,8 @@ class ParameterDataWrite(Rule):
     """
     ## What it does
     Flags writes to a parameter through `.data`: in-place methods
-    (`p.data.copy_(x)`, `p.data.add_(...)`, `m.weight.data.normal_(0, 0.02)`),
+    (`p.data.copy_(x)`, `p.data.add_(...)`, `m.weight.data.normal_(0, 0.02)`,
+    also on a slice: `w.data[:, :k].normal_(1, 0.02)`),
     item assignment (`p.data[0] = 1`), `nn.init.*_(p.data)` (not the
     helpers that only read it, such as `_calculate_fan_in_and_fan_out`), augmented
     assignment (`p.data -= lr * p.grad`) and rebinding (`p.data = x`).
@@ -259,6 +260,8 @@ class ParameterDataWrite(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         receiver = _method_receiver(node)
+        if isinstance(receiver, cst.Subscript):  # `w.data[:, :k].normal_()`: a view of it
+            receiver = receiver.value
         if receiver is not None:
             # the first in-place call on `p.data` in a chain: `p.data.mul_(d).add_(x)`
             data = self._data_of_parameter(receiver)
