@@ -76,7 +76,8 @@ class HostSyncInTrainingLoop(Rule):
     step, to the loss or to values computed from the model's outputs inside a
     training loop (a loop that calls `.backward()` and an optimizer step), and
     `print(loss)`, `float(loss)`, `int(loss)`, `bool(loss)`, `str(loss)` and
-    formatting of the loss itself (the tensor `.backward()` is called on:
+    formatting of the loss itself (the tensor `.backward()` is called on, or
+    that apex scales in `with amp.scale_loss(loss, opt) as s: s.backward()`:
     `f"{loss:.3f}"`, `"%.3f" % loss`, `"{}".format(loss)`, wherever the text
     goes, a progress bar as much as `print`) or TensorBoard's
     `writer.add_scalar("loss", loss, step)`, which copies it to the host,
@@ -396,6 +397,7 @@ class _Taint:
         assigns, model = self.assigns, self.hot.function.model
         losses = {k for loop in self.hot.walk() for site in loop.sites if site.kind == BACKWARD
                   for k in self.seen(loss_keys(site.node), self.where(site.node))}
+        losses |= self._scaled(losses)
         steps = model.helpers(BACKWARD, per_call=True)
         for i, (kind, node, _) in enumerate(self.events):  # `loss = train_step(batch)`
             if kind == "small" and type(node) is cst.Assign and type(node.value) is cst.Call \
@@ -426,6 +428,22 @@ class _Taint:
         # and everything computed from those
         tainted = closure(seeds, [(a.reads, a.targets) for a in assigns if not a.host])
         return tainted, {k for k in losses if k.partition("@")[0] not in host_names}
+
+
+    def _scaled(self, losses: set[str]) -> set[str]:
+        """The loss apex scales: `loss` of `with amp.scale_loss(loss, optimizer) as
+        scaled: scaled.backward()`."""
+        names = {k.partition("@")[0] for k in losses}
+        found: set[str] = set()
+        for node in descendants(self.hot.node):
+            if type(node) is not cst.With:
+                continue
+            for item in node.items:
+                call, bound = item.item, item.asname
+                if type(call) is cst.Call and call.args and last_name(call.func) == "scale_loss" \
+                        and bound is not None and key_of(bound.name) in names:
+                    found |= self.seen({key_of(call.args[0].value)} - {None}, self.where(node))
+        return found
 
 
 def _partial(key: str) -> bool:
