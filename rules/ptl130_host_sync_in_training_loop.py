@@ -88,7 +88,8 @@ class HostSyncInTrainingLoop(Rule):
 
     Only the hot loop counts: the loop that itself calls `.backward()` or the
     optimizer step. Calls under a schedule-like `if` in that loop
-    (`if step % log_every == 0:`, `if i == len(loader) - 1:`,
+    (`if step % log_every == 0:`, not a bare `if step % k:`, which holds on
+    all steps but one in `k`; `if i == len(loader) - 1:`,
     `if args.verbose:`, `if regularize:` after `regularize = i % k == 0` in
     the loop, and `and`/`or` of such flags: `if early or late:`), under a
     process guard (`if rank == 0:`,

@@ -214,7 +214,10 @@ def scaled_backward(call: cst.Call) -> str | None:
 def schedule_test(test: cst.BaseExpression) -> bool:
     """Whether an `if` test looks like "only on some steps, or on one process":
     a `%`, an `==`/`!=`, or a logging-ish or process-ish name (`log_interval`,
-    `verbose`, `rank`, `is_main_process`)."""
+    `verbose`, `rank`, `is_main_process`). Not a bare `i % k`, which is true on
+    every step but one in `k`."""
+    if type(test) is cst.BinaryOperation and type(test.operator) is cst.Modulo:
+        return False
     return any(
         type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo
         or type(node) is cst.Comparison and any(
