@@ -11,7 +11,7 @@ from ptlint.analysis.dataflow import (SYNC_METHODS, Assignment, assignments, clo
                                      last_name, loss_keys, value_keys)
 from ptlint.analysis.semantic import BACKWARD, STEP, Function, Loop
 from ptlint.analysis.walk import descendants
-from ptlint.fixers.arguments import keyword
+from ptlint.fixers.arguments import argument
 from ptlint.io.ipython import lines_of
 from ptlint.rule import Rule, code_matches
 
@@ -187,8 +187,7 @@ class HostSyncInTrainingLoop(Rule):
             self.calls.append((self.model.site(node), "str.format()",
                                _keys([arg.value for arg in node.args]), True))
         elif type(func) is cst.Attribute and func.attr.value == "add_scalar":
-            value = keyword(node, "scalar_value") or (node.args[1] if len(node.args) > 1 and
-                                                      node.args[1].keyword is None else None)
+            value = argument(node, "scalar_value", 1)
             if value is not None:  # TensorBoard's `writer.add_scalar("loss", loss, step)`
                 self.calls.append((self.model.site(node), "add_scalar()", _keys([value.value]),
                                    True))
