@@ -6,6 +6,7 @@ the engine lazily (a run answered from the cache must not load LibCST).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from contextlib import ExitStack
@@ -34,7 +35,20 @@ def _overrides(args: argparse.Namespace, inline: dict | None = None) -> dict:
         "extend_exclude": args.extend_exclude, "extend_include": args.extend_include,
         "ignore_noqa": args.ignore_noqa or None, "respect_gitignore": args.respect_gitignore,
     }
-    return {**(inline or {}), **{k: v for k, v in options.items() if v is not None}}
+    return {**(inline or {}), **{k: v for k, v in options.items() if v is not None},
+            **cache_dir_override(args)}
+
+
+def cache_dir_override(args: argparse.Namespace) -> dict:
+    """`--cache-dir`, else PTLINT_CACHE_DIR, as an absolute folder (relative to
+    the current one, as ruff's), for every configuration; {} when neither is set."""
+    from ptlint.config import CACHE_DIR_ENV, Inline
+
+    value = args.cache_dir
+    if value is None and not (value := os.environ.get(CACHE_DIR_ENV)):
+        return {}
+    folder = os.path.abspath(os.path.expanduser(value))
+    return {"cache_dir": folder if args.cache_dir is not None else Inline(folder, CACHE_DIR_ENV)}
 
 
 def _config_file(args: argparse.Namespace) -> tuple[Path | None, dict]:

@@ -154,6 +154,9 @@ def _check_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                      help="lint what .gitignore ignores too")
     run.add_argument("-j", "--jobs", type=int, default=None, help="processes (default: all cores)")
     run.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    run.add_argument("--cache-dir", metavar="PATH",
+                     help="the cache folder, anywhere, for every configuration (default: "
+                          "each one's `cache-dir`; env: PTLINT_CACHE_DIR)")
     run.add_argument("-w", "--watch", action="store_true",
                      help="lint again whenever a file under the paths changes (Ctrl-C stops)")
     return p
@@ -180,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     clean = sub.add_parser("clean", help="remove the result cache")
     clean.add_argument("--config", type=Path, metavar="FILE",
                        help="the configuration whose cache to remove")
+    clean.add_argument("--cache-dir", metavar="PATH",
+                       help="the cache folder to empty (env: PTLINT_CACHE_DIR)")
     from ptlint.verify import command as verify  # torch-free: torch only when it runs
 
     verify.add_arguments(sub.add_parser(
@@ -387,11 +392,12 @@ def _rules_table(rows: list[tuple[str, ...]], width: int) -> list[str]:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
+    from ptlint.check import cache_dir_override
     from ptlint.config import ConfigError, find_config, load_config
     from ptlint.io.cachedir import CacheError, cache_folder, clean
 
     try:
-        settings = load_config(args.config or find_config(Path.cwd()))
+        settings = load_config(args.config or find_config(Path.cwd()), cache_dir_override(args))
         cleaned = clean(settings)
     except (ConfigError, CacheError) as exc:
         error(f"{exc}; nothing removed" if isinstance(exc, CacheError) else str(exc))

@@ -58,6 +58,10 @@ def merge_globs(*tables: dict[str, list[str]]) -> dict[str, list[str]]:
     return merged
 
 
+# The environment variable that sets the cache folder, as RUFF_CACHE_DIR does ruff's.
+CACHE_DIR_ENV = "PTLINT_CACHE_DIR"
+
+
 class ConfigError(Exception):
     """A configuration the user must correct; the message names the file and key."""
 
@@ -89,6 +93,7 @@ class Settings:
     force_exclude: bool = False  # apply excludes to files named on the command line too
     ignore_noqa: bool = False  # --ignore-noqa: every `# noqa` comment is disregarded
     cache_dir: str = ".ptlint_cache"
+    cache_dir_explicit: bool = False  # set by --cache-dir or PTLINT_CACHE_DIR: any folder
     root: Path = field(default_factory=Path.cwd)  # the folder of the config file (or cwd)
     config_path: Path | None = None
     sources: tuple[Path, ...] = ()  # the configuration files read: config_path, then its bases
@@ -271,7 +276,7 @@ def expand(selectors: list[str], key: str, *, allow_syntax: bool = False) -> lis
 
 _KEYS = {f.name.replace("_", "-"): f.name for f in fields(Settings)
          if f.name not in ("root", "config_path", "sources", "torch_version_source",
-                           "torch_version_explicit", "ignore_noqa")}
+                           "torch_version_explicit", "ignore_noqa", "cache_dir_explicit")}
 
 
 def _tool_table(data: dict, path: Path) -> dict | None:
@@ -571,6 +576,10 @@ def _set(settings: Settings, name: str, value: Any, where: str) -> None:
         if where.startswith("--config "):  # `--config 'torch-version = "2.1"'`
             settings.torch_version_source = where
         settings.torch_version_explicit = True
+    elif name == "cache_dir" and where in ("--cache-dir", CACHE_DIR_ENV):
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"{where}: expected a folder")
+        settings.cache_dir_explicit = True
     elif name in ("per_file_ignores", "extend_per_file_ignores"):
         if not isinstance(value, dict) or not all(
             isinstance(v, list) and all(isinstance(c, str) for c in v) for v in value.values()
@@ -614,9 +623,14 @@ def validate(settings: Settings) -> None:
 
 
 def _check_cache_dir(settings: Settings) -> None:
-    """The cache folder must be a folder of its own inside the project: `ptlint
-    clean` removes it (io.cachedir also refuses one that ptlint did not create)."""
+    """A configuration's cache folder must be a folder of its own inside the
+    project: `ptlint clean` removes it, and a repository's settings must not
+    make ptlint write elsewhere. One given by the user (`--cache-dir`,
+    PTLINT_CACHE_DIR) may be anywhere. io.cachedir refuses, for both, one that
+    holds the project or that ptlint did not create."""
     value = settings.cache_dir
+    if settings.cache_dir_explicit:
+        return
     where = f"{settings.config_path}: cache-dir" if settings.config_path else "cache-dir"
     root = Path(os.path.abspath(settings.root))
     full = Path(os.path.normpath(root / value)) if value.strip() else root

@@ -384,6 +384,37 @@ def test_a_cache_dir_linked_to_the_project_is_refused(project):
     assert (project / "src" / "train.py").read_text() == DP and (project / "notes.txt").exists()
 
 
+def test_cache_dir_on_the_command_line_or_in_the_environment_may_lie_outside_the_project(
+        project, tmp_path):
+    """As ruff's --cache-dir and RUFF_CACHE_DIR: the user's own choice, relative to the
+    current folder, for every configuration (a CI job caches one folder for all)."""
+    (project / "pyproject.toml").write_text('[tool.ptlint]\ncache-dir = "ignored"\n')
+    shared = tmp_path / "ci-cache"
+    assert cached(project, "src", "--cache-dir", "../ci-cache").returncode == 1
+    assert (shared / "CACHEDIR.TAG").is_file()
+    entries = {p for p in shared.rglob("*") if len(p.name) == 64}
+    assert entries and not (project / "ignored").exists()
+    proc = cached(project, "src", "--output-format", "concise", PTLINT_CACHE_DIR=str(shared))
+    assert proc.returncode == 1 and "PTL102" in proc.stdout
+    assert {p for p in shared.rglob("*") if len(p.name) == 64} == entries  # answered from it
+    proc = cached(project, "src", "--show-settings", PTLINT_CACHE_DIR=str(shared))
+    assert f"cache-dir = {json.dumps(str(shared))}" in proc.stdout
+    proc = cached(project, "clean", PTLINT_CACHE_DIR=str(shared))
+    assert proc.returncode == 0 and "removed the cache" in proc.stderr
+    assert not any(len(p.name) == 64 for p in shared.rglob("*"))
+    # still ptlint's own folder, never the project or one that holds it
+    for value in (".", "..", str(tmp_path / "notes")):
+        (tmp_path / "notes").mkdir(exist_ok=True)
+        (tmp_path / "notes" / "mine.txt").write_text("mine\n")
+        before = files_of(tmp_path)
+        proc = cached(project, "src", "--cache-dir", value)
+        assert proc.returncode == 2 and proc.stderr.startswith("error: cache-dir ")
+        assert "Traceback" not in proc.stderr and files_of(tmp_path) == before
+    # a configuration's own cache-dir is still held to the project
+    (project / "pyproject.toml").write_text(f"[tool.ptlint]\ncache-dir = {json.dumps(str(shared))}\n")
+    assert cached(project, "src").returncode == 2
+
+
 # -- the cache answers only for the file and settings it was made for (item 9) -----------------
 def test_same_content_in_another_folder_is_not_answered_from_the_cache(project):
     """The key is the resolved path, not the path as typed: per-file-ignores make
