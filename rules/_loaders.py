@@ -11,7 +11,8 @@ how the loader is used afterwards:
 - "passed": it is returned, stored in an attribute or passed to a function
   (which may iterate it);
 - "inspected": only looked at: `next(iter(loader))`, `len(loader)`,
-  `print(loader)`, a loop that ends in `break` (one batch).
+  `print(loader)`, a loop that ends in `break` (one batch), or in a break
+  after a few batches (see `_first_batch_only`).
 
 and `skipped(loader)` tells the loaders no data-loading advice applies to: an
 index batcher or values already in memory (`DataLoader(range(n), ...)`, a
@@ -40,6 +41,7 @@ import libcst as cst
 from ptlint.analysis.dataflow import last_name, target_vars
 from ptlint.analysis.names import dotted
 from ptlint.analysis.statements import last_statement
+from ptlint.analysis.walk import descendants
 from ptlint.fixers.arguments import argument, keyword
 from ptlint.rule import Rule
 from ptlint.rules._tests import TracksTests
@@ -625,7 +627,9 @@ _FEW = 10  # batches: a look at the data, not a pass over it
 def _first_batch_only(loop: cst.For) -> bool:
     """A loop whose body ends in an unconditional `break` (it takes one batch),
     or, over `enumerate(...)`, in `if i == 1: break` (`>=`, `>`; at most `_FEW`):
-    a few batches."""
+    a few batches. A bound that is not a literal (`if i == args.n_samples - 1:
+    break`) counts as a few when the loop neither backpropagates nor steps:
+    samples taken to look at, not a pass over the data."""
     last = last_statement(loop.body)
     if isinstance(last, cst.Break):
         return True
@@ -635,14 +639,25 @@ def _first_batch_only(loop: cst.For) -> bool:
     test, target = last.test, loop.target
     counter = (target.elements[0].value if isinstance(target, cst.Tuple) and target.elements
                else None)
-    return (isinstance(loop.iter, cst.Call) and last_name(loop.iter.func) == "enumerate"
+    if not (isinstance(loop.iter, cst.Call) and last_name(loop.iter.func) == "enumerate"
             and len(loop.iter.args) == 1 and isinstance(counter, cst.Name)
             and isinstance(test, cst.Comparison) and len(test.comparisons) == 1
             and isinstance(test.left, cst.Name) and test.left.value == counter.value
             and isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual,
-                                                          cst.GreaterThan))
-            and isinstance(test.comparisons[0].comparator, cst.Integer)
-            and test.comparisons[0].comparator.evaluated_value < _FEW)
+                                                          cst.GreaterThan))):
+        return False
+    bound = test.comparisons[0].comparator
+    if isinstance(bound, cst.Integer):
+        return bound.evaluated_value < _FEW
+    return not any(isinstance(node, cst.Call) and _trains(last_name(node.func))
+                   for node in descendants(loop.body))
+
+
+def _trains(name: str | None) -> bool:
+    """A call that trains on what the loop reads: `loss.backward()`, `opt.step()`,
+    or a helper named for it (`train_step(batch)`, `self.optimize(x)`)."""
+    return name is not None and (name in ("backward", "step") or "train" in name.lower()
+                                 or "optimi" in name.lower())
 
 
 def _argument_of(node: cst.BaseExpression, function: str) -> cst.BaseExpression | None:

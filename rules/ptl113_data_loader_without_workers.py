@@ -34,8 +34,9 @@ class DataLoaderWithoutWorkers(LoaderRule):
 
     - a loader that is only inspected (`next(iter(loader))`, `len(loader)`,
       `print(loader)`, a loop that breaks after its first batch, or after a
-      few: `for i, b in enumerate(loader): ...; if i == 1: break`) or never
-      used;
+      few: `for i, b in enumerate(loader): ...; if i == 1: break`, or
+      `if i == n_samples - 1: break` in a loop that neither backpropagates
+      nor steps) or never used;
     - a loader over indices or values already in memory
       (`DataLoader(range(n), ...)`, `DataLoader(torch.arange(n), ...)`,
       `torch.randperm(n)`, a list or tuple display, also through a variable

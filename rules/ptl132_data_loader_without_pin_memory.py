@@ -30,7 +30,8 @@ class DataLoaderWithoutPinMemory(LoaderRule):
     Left alone: calls with `*args`/`**kwargs` (which may set it), an explicit
     `pin_memory=False`, a loader only inspected (`next(iter(loader))`,
     `len(loader)`, a loop that breaks after its first batch or a few:
-    `if i == 1: break` over `enumerate(loader)`) or never used,
+    `if i == 1: break` over `enumerate(loader)`, or `if i == n_samples - 1:
+    break` in a loop that neither backpropagates nor steps) or never used,
     a loader over indices or values already in memory
     (`DataLoader(range(n), ...)`, a list display, or a variable bound to
     one), a dataset made on a device (`Cls(root, device=device)`, also inside
