@@ -31,7 +31,11 @@ class EvalWithoutNoGrad(Rule):
     `requires_grad_()`, `.requires_grad = ...`, as saliency maps and
     adversarial examples do; when the function freezes the model itself
     (`model.requires_grad_(False)`, also chained: `m.eval().requires_grad_(False)`,
-    before or after the `.eval()`); when the loop around the call backpropagates
+    before or after the `.eval()`); when the model is pytorch-fid's
+    `InceptionV3`, frozen unless built with `requires_grad=True` (in a file
+    that builds one from `pytorch_fid.inception` or a copied `inception`
+    module, the models its functions take as parameters count as that one);
+    when the loop around the call backpropagates
     (a training loop that evaluates between steps, such as a GAN sampling
     from its generator once per epoch); and when the file turns gradients
     off globally with `torch.set_grad_enabled(False)`. Calls inside
@@ -93,6 +97,7 @@ class EvalWithoutNoGrad(Rule):
         self.events: list[tuple[Site, str, str | None]] = []
         self.with_items: set[int] = set()
         self.global_off = False
+        self.fid_inception = False  # the file builds pytorch-fid's frozen InceptionV3
 
     def visit_With(self, node: cst.With) -> None:
         self.with_items.update(id(item.item) for item in node.items)
@@ -111,6 +116,8 @@ class EvalWithoutNoGrad(Rule):
                 id(node) not in self.with_items)  # `torch.set_grad_enabled(False)` as a call
             return
         kind, model = "call", dotted(func)
+        if qualified is not None and _frozen_inception(qualified, node):
+            self.fid_inception = True
         if qualified in _WANTS_GRAD:
             kind = "grad"
         elif isinstance(func, cst.Attribute):
@@ -140,18 +147,28 @@ class EvalWithoutNoGrad(Rule):
             by_function.setdefault(event[0].ctx.function, []).append(event)
         for function, events in by_function.items():
             if function.name is None or function.name not in without_grad:
-                for call in self._candidates(events):
+                for call in self._candidates(events, self._handed_frozen(function)):
                     self.report(call, message=(
                         f"`{dotted(call.func)}` is called in evaluation mode without "
                         "`torch.no_grad()`: every batch builds an autograd graph"))
 
-    def _candidates(self, events: list) -> list[cst.Call]:
+    def _handed_frozen(self, function: Function) -> set[str]:
+        """The parameters of `function` that hold a frozen model: all of them in a
+        file that builds pytorch-fid's InceptionV3 (its feature extractor,
+        handed from function to function, is the only model there)."""
+        node = function.node
+        if not self.fid_inception or not isinstance(node, cst.FunctionDef):
+            return set()
+        return {p.name.value for p in (*node.params.posonly_params, *node.params.params,
+                                       *node.params.kwonly_params)}
+
+    def _candidates(self, events: list, frozen: set[str]) -> list[cst.Call]:
         """Split the function at each `.eval()`/`.train()`: the first call of a
         model in a loop of its eval segment is a finding, unless the segment
-        wants gradients."""
+        wants gradients or the model is `frozen`."""
         segments: dict[str, list[cst.Call]] = {}  # model -> calls since its .eval()
         wanting: set[str] = set()  # models whose eval segment computes gradients
-        frozen = {model for _, kind, model in events if kind == "frozen"}
+        frozen = frozen | {model for _, kind, model in events if kind == "frozen"}
         done: list[tuple[str, list[cst.Call]]] = []
         for site, kind, model in events:
             if kind == "grad" or (kind == "with" and site.ctx.grad == ON):
@@ -166,6 +183,15 @@ class EvalWithoutNoGrad(Rule):
                 segments[model].append(site.node)  # one finding per model and eval
         done.extend(segments.items())
         return [call for model, calls in done if model not in wanting | frozen for call in calls]
+
+
+def _frozen_inception(qualified: str, call: cst.Call) -> bool:
+    """`InceptionV3(...)` of pytorch-fid (`pytorch_fid.inception`, or the module
+    `inception` that FID scripts copy along): its parameters are frozen unless
+    built with `requires_grad=True`."""
+    return (qualified == "inception.InceptionV3" or qualified.endswith(".inception.InceptionV3")) \
+        and not any(a.keyword is not None and a.keyword.value == "requires_grad"
+                    and not is_named(a.value, "False") for a in call.args)
 
 
 def _evaluates(site: Site) -> bool:

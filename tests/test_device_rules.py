@@ -1,5 +1,5 @@
-"""Device-placement rules (PTL101, PTL102) where a fixture file cannot show the
-behaviour: whole-file conditions, several rules fixing together, notebooks and
+"""Device-placement rules (PTL101, PTL102) and others (PTL032, PTL122, PTL130,
+PTL132) where a fixture file cannot show the behaviour: whole-file conditions, several rules fixing together, notebooks and
 test files. Through the command line, as a user runs it."""
 from __future__ import annotations
 
@@ -439,3 +439,35 @@ def test_ptl132_cuda_named_only_in_a_comment_is_no_gpu(cli, tmp_path):
     proc = cli(".", "--select", "PTL132", "--output-format", "json", cwd=tmp_path)
     assert sorted((f["filename"].rsplit("/", 1)[-1], f["location"]["line"])
                   for f in json.loads(proc.stdout)) == [("gpu.py", 6), ("torch_accelerator.py", 6)]
+
+
+FID = """\
+    import torch
+    from pytorch_fid.inception import InceptionV3
+
+
+    def get_activations(images, model, batch_size=64):
+        model.eval()
+        out = []
+        for i in range(0, len(images), batch_size):
+            out.append(model(torch.from_numpy(images[i:i + batch_size]))[0])
+        return out
+
+
+    def fid(images):
+        return get_activations(images, InceptionV3([3]))
+    """
+
+
+def test_ptl032_silent_for_the_frozen_inception_of_a_fid_script(cli, tmp_path):
+    """pytorch-fid's InceptionV3 freezes its parameters unless built with
+    `requires_grad=True`; FID scripts hand it from function to function, and
+    projects copy its module along as `inception`."""
+    write(tmp_path / "fid_score.py", FID)
+    write(tmp_path / "copied.py", FID.replace("pytorch_fid.inception", "inception"))
+    write(tmp_path / "trainable.py", FID.replace("InceptionV3([3])",
+                                                 "InceptionV3([3], requires_grad=True)"))
+    write(tmp_path / "other.py", FID.replace("pytorch_fid.inception", "torchvision.models"))
+    proc = cli(".", "--select", "PTL032", "--output-format", "concise", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL032" in line) == [
+        "other.py", "trainable.py"], proc.stdout
