@@ -123,7 +123,8 @@ def named_like_device(node: cst.BaseExpression) -> bool:
     """`device`, `DEVICE`, `dev`, `self.device`, `args.train_device`, a call of a
     method named `device` without arguments (`self.device()`, `model._device()`), and
     of a function or method named for returning one (`get_device()`,
-    `utils.get_default_device()`, `self._get_device()`)."""
+    `utils.get_default_device()`, `self._get_device()`), and an item of that name
+    (`config["device"]`, `cfg.settings['train_device']`)."""
     if isinstance(node, cst.Call) and not node.args:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in ("device", "_device"):
@@ -135,6 +136,10 @@ def named_like_device(node: cst.BaseExpression) -> bool:
         return bool(_DEVICE_NAME.fullmatch(node.attr.value))
     if isinstance(node, cst.Name):
         return bool(_DEVICE_NAME.fullmatch(node.value))
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1 \
+            and isinstance(node.slice[0].slice, cst.Index):
+        key = string_value(node.slice[0].slice.value)
+        return key is not None and bool(_DEVICE_NAME.fullmatch(key)) and dotted(node.value) is not None
     return False
 
 

@@ -132,8 +132,9 @@ class TensorMovedAfterCreation(Rule):
     A device is a string such as `"cuda"`, `"cuda:1"` or `"mps"` (also an
     f-string starting with one), `torch.device(...)`, `x.device`, a name or
     attribute named like a device (`device`, `DEVICE`, `dev`, `self.device`,
-    `*_device`), `self.device()` or `model._device()`, or a call of a function
-    named for returning one (`get_device()`, `utils.get_default_device()`). A move to
+    `*_device`), an item of that name (`config["device"]`), `self.device()` or
+    `model._device()`, or a call of a function named for returning one
+    (`get_device()`, `utils.get_default_device()`). A move to
     the CPU (`.to("cpu")`,
     `.to(torch.device("cpu"))`) is not a move: the tensor is already there
     and `.to()` returns it. `.to(torch.float16)` and `.half()` are not device
