@@ -80,7 +80,8 @@ class HostSyncInTrainingLoop(Rule):
     that apex scales in `with amp.scale_loss(loss, opt) as s: s.backward()`:
     `f"{loss:.3f}"`, `"%.3f" % loss`, `"{}".format(loss)`, wherever the text
     goes, a progress bar as much as `print`) or TensorBoard's
-    `writer.add_scalar("loss", loss, step)`, which copies it to the host,
+    `writer.add_scalar("loss", loss, step)` (or `add_scalars` with the loss
+    in its dictionary), which copies it to the host,
     and `if` or `assert` on a
     check of such a value (`if torch.isnan(loss):`, `if not
     torch.isfinite(out).all():`, `assert not loss.isinf()`): deciding reads
@@ -191,6 +192,12 @@ class HostSyncInTrainingLoop(Rule):
             if value is not None:  # TensorBoard's `writer.add_scalar("loss", loss, step)`
                 self.calls.append((self.model.site(node), "add_scalar()", _keys([value.value]),
                                    True))
+        elif type(func) is cst.Attribute and func.attr.value == "add_scalars":
+            values = argument(node, "tag_scalar_dict", 1)  # `{"train": loss, ...}`
+            if values is not None and isinstance(values.value, cst.Dict):
+                self.calls.append((self.model.site(node), "add_scalars()", _keys(
+                    [e.value for e in values.value.elements if isinstance(e, cst.DictElement)]),
+                    True))
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         """`pbar.set_description(f"{loss:.3f}")`: formatting a tensor reads it."""
