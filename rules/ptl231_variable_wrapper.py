@@ -87,8 +87,9 @@ class VariableWrapper(Rule):
     `Variable(x, requires_grad=True)` becomes `x.detach().requires_grad_()`,
     the new leaf `Variable` made (`x.requires_grad_()` when `x` is already a
     new tensor, as below, or passes `requires_grad=True` to a torch factory
-    that takes it): that form is safe whatever `x` is. `volatile=` and
-    `requires_grad=False` are dropped. A statement of its own that would be
+    that takes it), and `Variable(x, requires_grad=False)`, which says no
+    gradient may flow through `x`, becomes `x.detach()`: those forms are
+    safe whatever `x` is. `volatile=` is dropped. A statement of its own that would be
     left as `x = x` (`x = Variable(x)`, `self.h = Variable(self.h)`) is
     removed, with the comments above it kept above the next statement
     (not when it is alone in its block, or a comment follows it on its line).
@@ -152,8 +153,12 @@ class VariableWrapper(Rule):
         flag = keyword(node, "requires_grad")
         wants_grad = flag is not None and not (
             isinstance(flag.value, cst.Name) and flag.value.value == "False")
-        if not wants_grad:
-            new: cst.BaseExpression = data
+        if flag is not None and not wants_grad and not fresh:
+            # `Variable(x, requires_grad=False)` says: no gradient through `x`
+            new: cst.BaseExpression = call_method(_parenthesized(data), "detach")
+            fresh = True  # the same tensor as Variable's
+        elif not wants_grad:
+            new = data
             if id(node) not in self.slots:
                 new = _parenthesized(data)
         elif (isinstance(data, cst.Call) and self.qualified_name(data.func) in _TAKES_REQUIRES_GRAD
@@ -168,7 +173,7 @@ class VariableWrapper(Rule):
             fresh = True  # the same tensor as Variable's
         safety = Safety.SAFE if fresh else Safety.UNSAFE
         rebinding = self.rebinding.get(id(node))
-        if rebinding is not None and not wants_grad and dotted(data) == rebinding[0]:
+        if rebinding is not None and new is data and dotted(data) == rebinding[0]:
             # `x = Variable(x)` would become `x = x`: the statement goes
             found = self.model.site(rebinding[1]).alone(())
             if found is not None and len(found[0].body) > 1 \
