@@ -10,11 +10,14 @@ of a `try` with such a handler (or a bare `except:`, `except Exception:`), and
 inside `if` statements that test a version or `hasattr` (compatibility
 branches for other torch versions) are deliberate and not reported. Calls through a bare
 name bound by a `from` import are reported on the import instead, unless only
-the call can be fixed.
+the call can be fixed. An import whose names the file no longer uses (their
+calls fixed to the new API) is removed.
 """
 from __future__ import annotations
 
 import functools
+import os
+import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -25,6 +28,7 @@ from ptlint.model import Safety
 from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
 from ptlint.analysis.walk import descendants
+from ptlint.fixers.statements import without_statement
 
 # A call fixer gets the call and `spell` (qualified name -> expression that
 # names it in this file, or None) and returns the replacement, or None when
@@ -128,6 +132,7 @@ class SymbolRule(Rule):
         self.handled: set[int] = set()  # attribute nodes already part of a finding
         self.fallbacks = 0  # depth of `except ImportError:` handlers
         self.ifs: list[cst.If] = []  # the enclosing `if`s (a version test is a fallback)
+        self.module: cst.Module | None = None
 
     # -- messages ------------------------------------------------------------
     def describe(self, symbol: Symbol) -> str:
@@ -318,10 +323,41 @@ class SymbolRule(Rule):
         message = "; ".join(dict.fromkeys(self.describe(s) for _, s in found))
         fix = self._import_fix(node, found)
         if fix is None:
-            self.report(node, message=message)
+            unused = self._unused_import_fix(node, found)
+            self.report(node, message=message, edits=unused or (), safety=Safety.SAFE,
+                        fix_title="Remove the unused import" if unused else None)
             return
         edits, imports = fix
         self.report(node, message=message, edits=edits, imports=imports, safety=Safety.SAFE)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.module = node
+
+    def _unused_import_fix(self, node: cst.ImportFrom, found) -> list | None:
+        """Edits that drop the names of `found` from a module-level import when
+        the file uses them nowhere else (their calls were fixed to the new API,
+        `torch.nn.utils.clip_grad_norm_(...)`, and the old name is left behind),
+        else None. Not in a package's `__init__.py`, which may re-export them;
+        a name also written in a string (`__all__`) or a comment counts as used."""
+        if os.path.basename(self.context.path) == "__init__.py":
+            return None
+        for alias, _ in found:
+            bound = alias.asname.name if alias.asname is not None else alias.name
+            if not isinstance(bound, cst.Name) or len(re.findall(
+                    rf"(?<![\w.]){re.escape(bound.value)}\b", self.context.source)) != 1:
+                return None
+        line = next((s for s in self.module.body if isinstance(s, cst.SimpleStatementLine)
+                     and any(small is node for small in s.body)), None)
+        if line is None:
+            return None
+        kept = [a for a in node.names if all(a is not alias for alias, _ in found)]
+        if kept:
+            if kept[-1] is not node.names[-1]:  # the new last name takes the old last one's comma
+                kept[-1] = kept[-1].with_changes(comma=node.names[-1].comma)
+            return [(node, node.with_changes(names=kept))]
+        if len(line.body) != 1:
+            return None
+        return [(self.module, without_statement(self.module, line))]
 
     def _import_fix(self, node: cst.ImportFrom, found):
         if not all(self._import_fixable(s) for _, s in found):

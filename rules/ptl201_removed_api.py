@@ -51,6 +51,11 @@ class RemovedApi(SymbolRule):
     argument order or the results. `torch._six.inf`/`nan` are renamed to
     `math.inf`/`math.nan` (safe: the same float values), in imports too.
 
+    A module-level import of a removed name that nothing else in the file
+    uses (`from torch._six import string_classes` left behind) is removed,
+    safe; not in an `__init__.py`, which may re-export it, and a name also
+    written in a string or comment counts as used.
+
     ## References
     - [torch.linalg migration notes](https://pytorch.org/docs/stable/linalg.html)
     - [PyTorch 1.13 release notes: removed linear-algebra functions](https://github.com/pytorch/pytorch/releases/tag/v1.13.0)

@@ -105,6 +105,13 @@ class DeprecatedApi(SymbolRule):
     other calls (variables that may hold a string `p`, float steps, `*args`)
     are reported without a fix.
 
+    A module-level import of a deprecated name that nothing else in the file
+    uses (once its calls are fixed: `from torch.nn.utils import
+    clip_grad_norm` after `clip_grad_norm(...)` became
+    `torch.nn.utils.clip_grad_norm_(...)`) is removed, safe; not in an
+    `__init__.py`, which may re-export it, and a name also written in a
+    string or comment counts as used.
+
     `_register_pytree_node` → `register_pytree_node` is unsafe: the new
     function raises where the old one overwrote an existing registration.
     The rule's declared level is safe, the most permissive it emits; each

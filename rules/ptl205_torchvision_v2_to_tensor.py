@@ -63,8 +63,10 @@ class TorchvisionV2ToTensor(SymbolRule):
     (a `Tensor` subclass) instead of a plain tensor, and a `uint8` tensor
     input is now converted and scaled where `ToTensor` passed it through.
     A bare `ToTensor` imported by name is rewritten to the full
-    `torchvision.transforms.v2` path; the import itself is reported without a
-    fix. The rule applies from torch 2.1 (torchvision 0.16).
+    `torchvision.transforms.v2` path; the import itself is reported, and
+    removed once nothing else in the file uses the name (safe; not in an
+    `__init__.py`, which may re-export it). The rule applies from torch 2.1
+    (torchvision 0.16).
 
     ## References
     - [torchvision v2 transforms: ToTensor is deprecated](https://pytorch.org/vision/stable/generated/torchvision.transforms.v2.ToTensor.html)

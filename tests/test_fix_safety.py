@@ -370,3 +370,28 @@ def test_ptl231_removes_a_statement_its_fix_would_leave_as_x_equals_x(tmp_path):
     # kept where removing it would lose the comment after it, or empty its block
     assert "        y = y  # labels\n" in text
     assert "        h = h\n" in text
+
+
+OLD_IMPORT = """\
+import torch
+from torch.nn.utils import clip_grad_norm
+
+
+def step(model):
+    clip_grad_norm(model.parameters(), 1.0)
+"""
+
+
+@pytest.mark.parametrize("name, extra, removed", [
+    ("train.py", "", True),
+    ("__init__.py", "", False),  # a package may re-export it
+    ("train.py", '__all__ = ["clip_grad_norm"]\n', False),  # exported by name
+    ("train.py", "# see clip_grad_norm\n", False),  # a comment names it: the user decides
+])
+def test_ptl202_an_import_its_fixed_calls_no_longer_use_is_removed(tmp_path, name, extra,
+                                                                   removed):
+    proc, text = _fix(tmp_path, OLD_IMPORT + extra, "--select", "PTL202", name=name)
+    assert "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)" in text
+    assert ("from torch.nn.utils import clip_grad_norm\n" not in text) == removed, text
+    compile(text, name, "exec")
+    assert proc.returncode == (0 if removed else 1), proc.stdout
