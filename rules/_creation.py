@@ -139,7 +139,8 @@ def named_like_device(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Subscript) and len(node.slice) == 1 \
             and isinstance(node.slice[0].slice, cst.Index):
         key = string_value(node.slice[0].slice.value)
-        return key is not None and bool(_DEVICE_NAME.fullmatch(key)) and dotted(node.value) is not None
+        return key is not None and bool(_DEVICE_NAME.fullmatch(key)) and (
+            dotted(node.value) is not None)
     return False
 
 

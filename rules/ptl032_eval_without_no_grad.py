@@ -7,6 +7,7 @@ from ptlint.analysis.dataflow import last_name
 from ptlint.analysis.names import dotted, is_named
 from ptlint.analysis.semantic import BACKWARD, COMPREHENSION, LOOP, Function, Site
 from ptlint.analysis.training import MAYBE, OFF, ON, grad_mode
+from ptlint.fixers.arguments import argument
 from ptlint.rule import Rule
 
 _WANTS_GRAD = ("torch.enable_grad", "torch.autograd.grad", "torch.autograd.backward",
@@ -189,9 +190,13 @@ def _frozen_inception(qualified: str, call: cst.Call) -> bool:
     """`InceptionV3(...)` of pytorch-fid (`pytorch_fid.inception`, or the module
     `inception` that FID scripts copy along): its parameters are frozen unless
     built with `requires_grad=True`."""
-    return (qualified == "inception.InceptionV3" or qualified.endswith(".inception.InceptionV3")) \
-        and not any(a.keyword is not None and a.keyword.value == "requires_grad"
-                    and not is_named(a.value, "False") for a in call.args)
+    if qualified != "inception.InceptionV3" and not qualified.endswith(".inception.InceptionV3"):
+        return False
+    if any(a.star for a in call.args):  # `**options` may set it
+        return False
+    # InceptionV3(output_blocks, resize_input, normalize_input, requires_grad, ...)
+    flag = argument(call, "requires_grad", 3)
+    return flag is None or is_named(flag.value, "False")
 
 
 def _evaluates(site: Site) -> bool:

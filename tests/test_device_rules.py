@@ -467,7 +467,10 @@ def test_ptl032_silent_for_the_frozen_inception_of_a_fid_script(cli, tmp_path):
     write(tmp_path / "copied.py", FID.replace("pytorch_fid.inception", "inception"))
     write(tmp_path / "trainable.py", FID.replace("InceptionV3([3])",
                                                  "InceptionV3([3], requires_grad=True)"))
+    write(tmp_path / "positional.py", FID.replace("InceptionV3([3])",
+                                                  "InceptionV3([3], True, True, True)"))
+    write(tmp_path / "options.py", FID.replace("InceptionV3([3])", "InceptionV3([3], **opts)"))
     write(tmp_path / "other.py", FID.replace("pytorch_fid.inception", "torchvision.models"))
     proc = cli(".", "--select", "PTL032", "--output-format", "concise", cwd=tmp_path)
     assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL032" in line) == [
-        "other.py", "trainable.py"], proc.stdout
+        "options.py", "other.py", "positional.py", "trainable.py"], proc.stdout
