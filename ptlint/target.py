@@ -4,8 +4,9 @@ As ruff infers `target-version` from `requires-python`: the lowest torch version
 the project's declared requirement admits, read from the nearest folder (the
 linted file's folder, then its parents up to the repository root) that declares
 one in `pyproject.toml` (`[project]` dependencies and optional dependencies),
-`requirements*.txt`, `setup.cfg` (`install_requires`, `extras_require`) or a
-literal `install_requires` / `extras_require` in `setup.py`; each raised to the
+`requirements*.txt`, `setup.cfg` (`install_requires`, `extras_require`), a
+literal `install_requires` / `extras_require` in `setup.py`, or a conda
+environment file (`environment.yml`: `pytorch=1.7.1`, and its `pip:` list); each raised to the
 torch release a torchvision requirement of the same list needs, when that is newer.
 Without a
 declaration, the installed torch (read from its metadata: torch is never
@@ -17,6 +18,7 @@ import ast
 import configparser
 import functools
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
@@ -186,6 +188,12 @@ def _requirements(folder: Path) -> Iterator[tuple[Requirement, str, str]]:
             yield from _torch(_requirement_lines(lines), str(path))
     yield from _setup_cfg(folder / "setup.cfg")
     yield from _setup_py(folder / "setup.py")
+    try:
+        environments = sorted(p for p in folder.iterdir() if _CONDA_FILE.fullmatch(p.name))
+    except OSError:
+        environments = []
+    for path in environments:
+        yield from _conda(path)
 
 
 def _read(path: Path) -> str | None:
@@ -275,3 +283,53 @@ def _setup_py(path: Path) -> Iterator[tuple[Requirement, str, str]]:
             for group in groups:
                 if isinstance(group, (list, tuple)):
                     yield from _torch(_strings(group), f"{path} setup({keyword.arg}=...)")
+
+
+# conda environment files: environment.yml, environment-gpu.yaml, conda_env.yaml, env.yml
+_CONDA_FILE = re.compile(r"(environment|conda|env)[\w.-]*\.ya?ml")
+# conda's names for torch and torchvision (`pytorch-cpu` in its first releases)
+_CONDA_NAMES = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch",
+                "torch": "torch", "torchvision": "torchvision"}
+# a conda match spec: `[channel::]name[ version[ build]]`, the version after `=`, `==`,
+# `>=`, ... or a space (`pytorch=1.7.1=py3.7_cuda11.0`, `pytorch::pytorch>=1.8`)
+_CONDA_SPEC = re.compile(r"(?:[\w.-]+::)?(?P<name>[\w.-]+)\s*(?P<op>==|>=|<=|!=|=|>|<|\s)?"
+                         r"\s*(?P<version>[^\s=]*)(?:[=\s]\S*)?")
+
+
+def _conda(path: Path) -> Iterator[tuple[Requirement, str, str]]:
+    """The torch and torchvision of a conda environment file: its `dependencies`
+    (`pytorch=1.7.1`, read as pip's `torch==1.7.1.*`) and their `pip:` list."""
+    text = _read(path)
+    if text is None or "torch" not in text:
+        return
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError, MemoryError):
+        return
+    dependencies = data.get("dependencies") if isinstance(data, dict) else None
+    if not isinstance(dependencies, list):
+        return
+    lines = []
+    for item in dependencies:
+        if isinstance(item, dict) and isinstance(item.get("pip"), list):
+            yield from _torch(_strings(item["pip"]), f"{path} pip")
+        elif isinstance(item, str) and (line := _conda_requirement(item)) is not None:
+            lines.append(line)
+    for req, line, where in _torch(lines, f"{path} dependencies"):
+        yield req, next(d for d in dependencies if _conda_requirement(str(d)) == line), where
+
+
+def _conda_requirement(spec: str) -> str | None:
+    """A conda match spec on torch or torchvision as a pip requirement: `=1.7` (any
+    1.7 release) as `==1.7.*`, a build string left out; None for other packages."""
+    match = _CONDA_SPEC.fullmatch(spec.strip().split("[", 1)[0].strip())
+    if match is None or (name := _CONDA_NAMES.get(match["name"].lower())) is None:
+        return None
+    op, version = (match["op"] or "").strip(), match["version"]
+    if not version:
+        return name
+    if op in ("", "="):
+        return f"{name}=={version.removesuffix('.*')}.*"
+    return f"{name}{op}{version}"

@@ -92,6 +92,12 @@ def test_a_broken_nested_configuration_is_a_clear_error(cli, tmp_path):
     # torchvision 0.14 needs torch 1.13: a newer floor than the project's own pin on torch
     ("requirements.txt", "torch>=1.7.1\ntorchvision>=0.14\n", "1.13"),
     ("requirements.txt", "torch>=2.2\ntorchvision>=0.13\n", "2.2"),
+    # conda environment files: a conda spec with its build string, and the pip list
+    ("environment.yml", "name: p\nchannels:\n  - pytorch\ndependencies:\n  - python=3.8\n"
+                        "  - pytorch-cuda=11.8\n  - pytorch=1.13.1=py3.9_cuda11.7_cudnn8.5.0_0\n"
+                        "  - torchvision=0.14.1=py39_cu117\n", "1.13.1"),
+    ("conda_env.yaml", "dependencies:\n  - pytorch::pytorch\n  - pip\n  - pip:\n"
+                       "    - torch==2.0.1\n", "2.0.1"),
 ])
 def test_the_torch_version_comes_from_the_project(cli, tmp_path, name, content, version):
     (tmp_path / name).write_text(content)
