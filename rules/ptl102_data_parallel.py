@@ -107,7 +107,11 @@ class DataParallel(TracksTests, Rule):
       file that uses pytest or unittest), where `DataParallel` support itself
       is what is tested;
     - code that never runs: the body of `if parallel:` where `parallel` is
-      bound once, to `False` (or `None`, `0`), and used only in `if` tests.
+      bound once, to `False` (or `None`, `0`), and used only in `if` tests;
+    - a wrap over one GPU, where `DataParallel` runs the model as it is:
+      `device_ids=[0]` (one device), or a file whose only setting of
+      `CUDA_VISIBLE_DEVICES` makes one device visible
+      (`os.environ["CUDA_VISIBLE_DEVICES"] = "0"`).
 
     ## Why is this bad?
     `DataParallel` runs a single process: it copies the whole model to every
@@ -363,6 +367,10 @@ class DataParallel(TracksTests, Rule):
         if qualified not in _DATA_PARALLEL or any(
                 test is not None and never_true(test, self.owners[-1]) for test in self.tests):
             return  # (the body of `if parallel:` after `parallel = False` never runs)
+        devices = keyword(node, "device_ids")
+        if devices is not None and isinstance(devices.value, (cst.List, cst.Tuple)) \
+                and len(devices.value.elements) == 1:
+            return  # `DataParallel(m, device_ids=[0])`: one GPU, the model runs as it is
         replaced = self.moves.get(id(node), node)
         rebuildable = bool(node.args) and not any(a.star for a in node.args) and (
             node.args[0].keyword is None or node.args[0].keyword.value == "module")
@@ -379,7 +387,7 @@ class DataParallel(TracksTests, Rule):
                                 on_device, self.owners[-1], bool(self.branches)))
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        if not self.wraps:
+        if not self.wraps or _one_visible_device(self.context.source):
             return
         self.evaluators = _evaluators(original_node)
         for callee, call in self.handed:  # `get_logits(model, loader)`: puts `model` in eval
@@ -529,6 +537,20 @@ class DataParallel(TracksTests, Rule):
 
 _STEPS = re.compile(r"backward|\.step\(")
 _OPTIMIZER_BOUND = re.compile(r"[ \t]*([A-Za-z_][\w.]*)[ \t]*=[^=]")
+
+
+_VISIBLE = re.compile(r"CUDA_VISIBLE_DEVICES")
+_ONE_VISIBLE = re.compile(r"""CUDA_VISIBLE_DEVICES['"]\s*\]\s*=\s*(['"])\s*\d+\s*\1""")
+
+
+def _one_visible_device(source: str) -> bool:
+    """The file makes one GPU visible, and sets `CUDA_VISIBLE_DEVICES` no other way:
+    `os.environ["CUDA_VISIBLE_DEVICES"] = "0"`."""
+    if "CUDA_VISIBLE_DEVICES" not in source:
+        return False
+    code = without_comments(source)
+    settings = len(_VISIBLE.findall(code))
+    return settings > 0 and settings == len(_ONE_VISIBLE.findall(code))
 
 
 def _trains(source: str) -> bool:

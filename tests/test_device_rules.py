@@ -474,3 +474,36 @@ def test_ptl032_silent_for_the_frozen_inception_of_a_fid_script(cli, tmp_path):
     proc = cli(".", "--select", "PTL032", "--output-format", "concise", cwd=tmp_path)
     assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL032" in line) == [
         "options.py", "other.py", "positional.py", "trainable.py"], proc.stdout
+
+
+ONE_GPU = """\
+    import os
+
+    import torch
+    import torch.nn as nn
+
+    os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+
+
+    def train(net, loader, optimizer):
+        net = nn.DataParallel(net.cuda())
+        for x in loader:
+            net(x.cuda()).sum().backward()
+            optimizer.step()
+    """
+
+
+def test_ptl102_silent_where_the_file_makes_one_gpu_visible(cli, tmp_path):
+    """With one visible GPU, or one in `device_ids`, `DataParallel` runs the model
+    as it is (a fixture's good.py cannot show it: a file that trains)."""
+    write(tmp_path / "one.py", ONE_GPU)
+    write(tmp_path / "two.py", ONE_GPU.replace('"0"', '"0,1"'))
+    write(tmp_path / "chosen.py", ONE_GPU.replace('"0"', "args.gpus"))
+    write(tmp_path / "also_read.py", ONE_GPU + '    print(os.environ["CUDA_VISIBLE_DEVICES"])\n')
+    unset = ONE_GPU.replace('os.environ["CUDA_VISIBLE_DEVICES"] = "0"', "")
+    write(tmp_path / "listed_one.py", unset.replace("net.cuda())", "net.cuda(), device_ids=[0])"))
+    write(tmp_path / "listed_two.py", unset.replace("net.cuda())",
+                                                    "net.cuda(), device_ids=[0, 1])"))
+    proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
+        "also_read.py", "chosen.py", "listed_two.py", "two.py"], proc.stdout
