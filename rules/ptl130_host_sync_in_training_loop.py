@@ -106,7 +106,10 @@ class HostSyncInTrainingLoop(Rule):
     itself, hyper-parameters). A name holds what the loop body assigned to
     it before the read: the batch read on the host before the body moves it
     to the device is not an output. A call of a helper defined in the same
-    file that runs the backward pass or the step counts as one. Files whose
+    file that runs the backward pass or the step counts as one; what every
+    `return` of it gives as a host value (`loss.cpu().numpy()`, `x.item()`,
+    arithmetic of those: `new_loss - old_loss` of two such) is not an output.
+    Files whose
     code (comments aside) never mentions `cuda`, a `device` or an
     accelerator but to seed it (`torch.cuda.manual_seed_all(0)`), and trainer
     classes that do not (when the file's top-level code does not either), are
@@ -406,10 +409,14 @@ class _Taint:
                   for k in self.seen(loss_keys(site.node), self.where(site.node))}
         losses |= self._scaled(losses)
         steps = model.helpers(BACKWARD, per_call=True)
+        host_outs: set[str] = set()  # what such a helper returns as a Python or NumPy value
         for i, (kind, node, _) in enumerate(self.events):  # `loss = train_step(batch)`
             if kind == "small" and type(node) is cst.Assign and type(node.value) is cst.Call \
                     and last_name(node.value.func) in steps:
-                losses |= {k for a in assigns if a.at == i for k in a.targets}
+                held = self._host_outputs(node)
+                outs = {k for a in assigns if a.at == i for k in a.targets}
+                host_outs |= {k for k in outs if k.partition("@")[0] in held}
+                losses |= outs - host_outs
         host_names = {k.partition("@")[0] for a in assigns if a.host for k in a.targets}
         # names computed in the loop (not just the batch moved to the device)
         computed = closure({k for a in assigns if not a.move and not a.host for k in a.targets},
@@ -434,7 +441,24 @@ class _Taint:
                   for r in a.reads & computed}
         # and everything computed from those
         tainted = closure(seeds, [(a.reads, a.targets) for a in assigns if not a.host])
-        return tainted, {k for k in losses if k.partition("@")[0] not in host_names}
+        return tainted - host_outs, {k for k in losses if k.partition("@")[0] not in host_names}
+
+    def _host_outputs(self, assign: cst.Assign) -> set[str]:
+        """The names of `a, b = step(batch)` that every `return` of the helper `step`
+        gives as a host value (`x.item()`, `loss.cpu().numpy()`, arithmetic of such
+        names): reading them waits for nothing."""
+        target = assign.targets[0].target if len(assign.targets) == 1 else None
+        if type(target) is not cst.Tuple:
+            return set()
+        names = [e.value.value if type(e.value) is cst.Name else None for e in target.elements]
+        defs = self.hot.function.model.defs_named(assign.value.func, self.hot.function)
+        held = set(range(len(names))) if defs else set()
+        for function in defs:
+            found = _host_returns(function.node.body, len(names))
+            if found is None:
+                return set()
+            held &= found
+        return {names[j] for j in held if names[j] is not None}
 
 
     def _scaled(self, losses: set[str]) -> set[str]:
@@ -451,6 +475,45 @@ class _Taint:
                         and bound is not None and key_of(bound.name) in names:
                     found |= self.seen({key_of(call.args[0].value)} - {None}, self.where(node))
         return found
+
+
+def _host_value(value: cst.BaseExpression, hosted: set[str]) -> bool:
+    """A value on the host: `x.item()`, `.tolist()`, `.numpy()`, `float(x)`, a number,
+    a name in `hosted`, or arithmetic of those."""
+    kind = type(value)
+    if kind is cst.Call:
+        func = value.func
+        return (type(func) is cst.Attribute and func.attr.value in ("item", "tolist", "numpy")) \
+            or (type(func) is cst.Name and func.value in ("float", "int", "bool", "round"))
+    if kind is cst.BinaryOperation:
+        return _host_value(value.left, hosted) and _host_value(value.right, hosted)
+    if kind is cst.UnaryOperation:
+        return _host_value(value.expression, hosted)
+    return kind in (cst.Integer, cst.Float) or (kind is cst.Name and value.value in hosted)
+
+
+def _host_returns(function: cst.CSTNode, size: int) -> set[int] | None:
+    """The positions of the `size`-tuple that every `return` of `function` gives as a
+    host value, each name read as its assignment just above last bound it (in the
+    order of the text); None when a return gives anything but such a tuple."""
+    hosted: set[str] = set()
+    held = set(range(size))
+    for node in descendants(function):
+        kind = type(node)
+        if kind is cst.Assign:
+            host = _host_value(node.value, hosted)
+            for t in node.targets:
+                for name in descendants(t.target):
+                    if type(name) is cst.Name:
+                        (hosted.add if host and type(t.target) is cst.Name else
+                         hosted.discard)(name.value)
+        elif kind in (cst.AugAssign, cst.AnnAssign) and type(node.target) is cst.Name:
+            hosted.discard(node.target.value)  # (not followed)
+        elif kind is cst.Return:
+            if type(node.value) is not cst.Tuple or len(node.value.elements) != size:
+                return None
+            held &= {j for j, e in enumerate(node.value.elements) if _host_value(e.value, hosted)}
+    return held
 
 
 def _partial(key: str) -> bool:
