@@ -8,7 +8,9 @@ import (`from torch import qr`, `import torch._six`). Uses inside
 `except ImportError/ModuleNotFoundError/AttributeError:` handlers, in the body
 of a `try` with such a handler (or a bare `except:`, `except Exception:`), and
 inside `if` statements that test a version or `hasattr` (compatibility
-branches for other torch versions) are deliberate and not reported. Calls through a bare
+branches for other torch versions) are deliberate and not reported, and so is
+an assignment to the API (`torch.backends.cuda.sdp_kernel = null_context`, a
+patch). Calls through a bare
 name bound by a `from` import are reported on the import instead, unless only
 the call can be fixed. An import whose names the file no longer uses (their
 calls fixed to the new API) is removed.
@@ -282,6 +284,12 @@ class SymbolRule(Rule):
         name = (value.attr if type(value) is cst.Attribute else value).value
         if name in key.value and key.evaluated_value == name:  # (the cheap test first)
             self._handled(value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """`torch.backends.cuda.sdp_kernel = null_context`: a patch of the API, not a use."""
+        for target in node.targets:
+            if type(target.target) is cst.Attribute:
+                self._handled(target.target)
 
     def _handled(self, node: cst.BaseExpression) -> None:
         while isinstance(node, cst.Attribute):

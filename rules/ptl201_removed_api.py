@@ -25,7 +25,7 @@ class RemovedApi(SymbolRule):
     Compatibility code for other torch versions is not reported: uses in the
     body of a `try` whose handler catches `ImportError`/`AttributeError` (or
     any exception), in such handlers, and in `if` branches that test the
-    version or `hasattr`.
+    version or `hasattr`; nor an assignment to the API itself (a patch).
 
     ## Why is this bad?
     The linear-algebra functions now raise `RuntimeError` when called, and

@@ -65,7 +65,9 @@ class DeprecatedApi(SymbolRule):
     body of a `try` whose handler catches `ImportError`/`AttributeError` (or
     any exception), in such handlers, and in `if` branches that test the
     version or `hasattr`; nor a table of functions by their own names
-    (`{"normal": nn.init.normal, ...}`, kept to patch and restore them).
+    (`{"normal": nn.init.normal, ...}`, kept to patch and restore them), nor
+    an assignment to the API itself (`torch.backends.cuda.sdp_kernel =
+    null_context`, a patch).
 
     ## Why is this bad?
     Deprecated APIs warn at run time, are less tested than their
