@@ -62,19 +62,32 @@ class _Scope:
     is_class: bool = False
     bindings: dict[str, list[bool]] = field(default_factory=dict)
     escaped: set[str] = field(default_factory=set)  # `global x` somewhere: bound elsewhere too
+    cpu: set[str] = field(default_factory=set)  # names bound to the CPU device (`"cpu"`)
 
-    def bind(self, name: str, on_cpu: bool = False) -> None:
+    def bind(self, name: str, on_cpu: bool = False, cpu: bool = False) -> None:
         self.bindings.setdefault(name, []).append(on_cpu)
+        if cpu:
+            self.cpu.add(name)
 
-    def on_cpu(self, name: str) -> bool:
-        """Whether `name`, read here, is bound exactly once, to a tensor created on the CPU."""
+    def _once(self, name: str) -> "tuple[_Scope, list[bool]] | None":
+        """The scope that binds `name`, read here, and its bindings."""
         scope: _Scope | None = self
         while scope is not None:
             if name in scope.bindings and not (scope.is_class and scope is not self):
-                found = scope.bindings[name]
-                return found == [True] and name not in scope.escaped
+                return (scope, scope.bindings[name]) if name not in scope.escaped else None
             scope = scope.parent
-        return False
+        return None
+
+    def on_cpu(self, name: str) -> bool:
+        """Whether `name`, read here, is bound exactly once, to a tensor created on the CPU."""
+        found = self._once(name)
+        return found is not None and found[1] == [True]
+
+    def cpu_device(self, name: str) -> bool:
+        """Whether `name`, read here, is bound exactly once, to the CPU device
+        (`device = torch.device("cpu")`): a move there is no move."""
+        found = self._once(name)
+        return found is not None and len(found[1]) == 1 and name in found[0].cpu
 
 
 @dataclass
@@ -136,7 +149,8 @@ class TensorMovedAfterCreation(Rule):
     `model._device()`, or a call of a function named for returning one
     (`get_device()`, `utils.get_default_device()`). A move to
     the CPU (`.to("cpu")`,
-    `.to(torch.device("cpu"))`) is not a move: the tensor is already there
+    `.to(torch.device("cpu"))`, `.to(device)` where the function binds `device`
+    once, to one of those) is not a move: the tensor is already there
     and `.to()` returns it. `.to(torch.float16)` and `.half()` are not device
     moves. `.to(other_tensor)` moves to the other tensor's device and dtype,
     but which device that is the rule cannot tell: not flagged.
@@ -306,6 +320,10 @@ class TensorMovedAfterCreation(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         single = len(node.targets) == 1
         on_cpu = single and self._on_cpu(node.value)
+        if single and isinstance(node.targets[0].target, cst.Name) and self._is_cpu(node.value) \
+                and self.scope is not self.module_scope:  # (a module's `DEVICE` is a setting)
+            self.scope.bind(node.targets[0].target.value, cpu=True)  # `device = "cpu"`
+            return
         for target in node.targets:
             self._bind_target(target.target, on_cpu)
 
@@ -539,7 +557,10 @@ class TensorMovedAfterCreation(Rule):
         return device.value, dtype.value if dtype is not None else None, True
 
     def _is_cpu(self, node: cst.BaseExpression) -> bool:
-        """`"cpu"`, `"cpu:0"`, `torch.device("cpu")`: where factories create anyway."""
+        """`"cpu"`, `"cpu:0"`, `torch.device("cpu")`, a name bound once to one of
+        those: where factories create anyway."""
+        if isinstance(node, cst.Name) and self.scope.cpu_device(node.value):
+            return True
         if isinstance(node, cst.Call) and self.is_name(node.func, "torch.device"):
             first = positional(node, 0) or keyword(node, "type")
             return first is not None and is_cpu_string(first.value)
