@@ -16,7 +16,7 @@ def test_multiline_call_replacement_keeps_its_indentation():
         "    if True:\n"
         "        model = nn.DataParallel(\n"
         "            model.cuda(),\n"
-        "            device_ids=[0],\n"
+        "            device_ids=[0, 1],\n"
         "        )\n"
         "    return model\n"
     )
@@ -25,7 +25,7 @@ def test_multiline_call_replacement_keeps_its_indentation():
         "        model = DistributedDataParallel(model.cuda()) if torch.distributed.is_available() "
         "and torch.distributed.is_initialized() else nn.DataParallel(\n"
         "            model.cuda(),\n"
-        "            device_ids=[0],\n"
+        "            device_ids=[0, 1],\n"
         "        )\n"
     ) in fixed
 
