@@ -4,6 +4,7 @@ on every file system, network and container mounts included."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from typing import Callable, Iterable
@@ -48,19 +49,35 @@ def _stat(path: str) -> set[tuple[str, int, int]]:
 
 
 def watch(paths: list[str], lint: Callable[[], int]) -> int:
-    """Run `lint` now and after every change under `paths`, until interrupted."""
+    """Run `lint` now and after every change under `paths`, until interrupted.
+
+    Ctrl-C is also noted in a flag the loop checks: a KeyboardInterrupt raised
+    while Python runs a finalizer (a generator closed by the garbage collector)
+    is printed and dropped, and the loop would otherwise go on watching."""
     say = sys.stderr
+    interrupted = []
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         print("Starting linter in watch mode...", file=say)
-        while True:
+        while not interrupted:
             seen = snapshot(paths)
             lint()
             print("Watching for file changes.", file=say, flush=True)
             sys.stdout.flush()
-            while snapshot(paths) == seen:
+            while snapshot(paths) == seen and not interrupted:
                 time.sleep(POLL_SECONDS)
+            if interrupted:
+                break
             if sys.stdout.isatty():
                 print("\033[2J\033[H", end="")  # a clear screen for each run, as ruff's
             print("File change detected...", file=say)
     except KeyboardInterrupt:
-        return 0
+        pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return 0

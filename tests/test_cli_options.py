@@ -365,3 +365,26 @@ def test_watch_lints_again_when_a_file_changes(tmp_path):
     refused = subprocess.run([sys.executable, "-m", "ptlint", "--watch", "-"], input="x = 1\n",
                              text=True, capture_output=True)
     assert refused.returncode == 2 and "--watch" in refused.stderr
+
+
+def test_watch_stops_on_a_ctrl_c_that_was_dropped(tmp_path):
+    """A KeyboardInterrupt that Python drops (raised while a finalizer runs, it is
+    printed and lost) still stops --watch: the loop checks a flag its handler sets."""
+    import signal
+
+    from ptlint.watch import watch
+
+    runs = []
+
+    def lint() -> int:
+        assert not runs, "linted again after Ctrl-C"
+        runs.append(1)
+        (tmp_path / "a.py").write_text(f"x = {len(runs)}\n")  # a change to lint again for
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass  # dropped, as in a finalizer
+        return 0
+
+    assert watch([str(tmp_path)], lint) == 0 and runs == [1]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
