@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # what `make demo` passes to `ptlint verify`
 VERIFY ?= --device auto
+# test workers (pytest-xdist): one per core; `make test JOBS=0` runs them in one process
+JOBS ?= auto
 
 .PHONY: demo test install docs clean
 
@@ -20,7 +22,7 @@ demo: $(STAMP)
 	$(BIN)/python scripts/demo.py $(VERIFY)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup
 
 docs: $(STAMP)
 	$(BIN)/python -m ptlint.docs

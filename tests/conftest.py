@@ -19,6 +19,19 @@ FIXTURES = ROOT / "fixtures"
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>PTL\d{3}(?:\s*,\s*PTL\d{3})*)")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test` runs `pytest -n auto --dist loadgroup`), the
+    tests of one file run in one worker, in order, as they do without it; the
+    README's and the packaging tests share one, as they share `user_machine` (a
+    fresh virtualenv with torch installed: minutes to build)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    shared = ("test_readme.py", "test_packaging.py")
+    for item in items:
+        group = "user_machine" if item.path.name in shared else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def fixture_dirs() -> list[Path]:
     return sorted(p for p in FIXTURES.iterdir() if p.is_dir() and re.match(r"PTL\d{3}_", p.name))
 
