@@ -15,13 +15,12 @@ imported), else the newest version ptlint knows.
 from __future__ import annotations
 
 import ast
-import configparser
 import functools
 import os
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
@@ -29,6 +28,7 @@ from ptlint.config import tomllib
 
 if TYPE_CHECKING:  # packaging's requirement parser is imported only for a file naming torch
     from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
 
 # The newest torch release the deprecation tables know about.
 NEWEST_KNOWN_TORCH = "2.13"
@@ -155,11 +155,35 @@ def lowest_admitted(req: Requirement, releases: list[Version] = _RELEASES) -> Ve
     return None
 
 
+# `torch>=1.13,<3`, `torchvision[extra] == 0.15.*`: the usual requirement, read
+# without packaging's full parser (whose import is some 20 ms of a one-file run);
+# anything else (markers, URLs, other names) goes to that parser.
+_PLAIN = re.compile(r"\s*(?P<name>torch|torchvision)\s*(?:\[[\w\s,.-]*\])?\s*"
+                    r"(?P<specifier>(?:===|[<>=!~]=?)[^;@#]*)?", re.I)
+
+
+class _Plain(NamedTuple):
+    """A plain requirement, as much of packaging's `Requirement` as is read here."""
+
+    name: str
+    specifier: SpecifierSet
+
+
 def _torch(lines: Iterable[str], where: str) -> Iterator[tuple[Requirement, str, str]]:
     """The requirements on torch and torchvision among `lines`, each with its line
     and `where` (the list they come from)."""
     for line in lines:
         if "torch" not in line.lower():  # (most lines name something else: not parsed)
+            continue
+        plain = _PLAIN.fullmatch(line)
+        if plain is not None:
+            from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+            try:
+                specifier = SpecifierSet(plain["specifier"] or "")
+            except InvalidSpecifier:
+                continue
+            yield _Plain(plain["name"].lower(), specifier), line.strip(), where
             continue
         from packaging import requirements
         from packaging.utils import canonicalize_name
@@ -240,6 +264,8 @@ def _setup_cfg(path: Path) -> Iterator[tuple[Requirement, str, str]]:
     text = _read(path)
     if text is None or "torch" not in text:
         return
+    import configparser
+
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read_string(text)

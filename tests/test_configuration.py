@@ -135,6 +135,31 @@ def test_a_torchvision_requirement_raises_only_its_own_lists_torch(cli, tmp_path
     assert f'torch-version = "{version}"' in shown.stdout and source in shown.stdout, shown.stdout
 
 
+@pytest.mark.parametrize("line", [
+    "torch", "torch>=1.13", "Torch >= 1.13, < 3", "torch==2.1.*", "torch~=2.0", "torch===2.1.0",
+    "torchvision[extra]>=0.15", "TorchVision [a, b] ==0.15.2", "torch>=1.13;python_version<'3.9'",
+    "torch @ https://example.com/torch-2.1-cp311-none-any.whl", "torch>=x.y", "torch>>1",
+    "torch-geometric>=2", "torch_scatter>=2", "torchvision.io", "torch [cuda>=1",
+])
+def test_a_plain_requirement_reads_as_packaging_reads_it(line):
+    """The usual requirement lines skip packaging's full parser (its import is a tenth
+    of a one-file run): what they give is what that parser gives."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    from ptlint.target import _torch
+
+    try:
+        full = Requirement(line)
+    except InvalidRequirement:
+        expected = []
+    else:
+        name = canonicalize_name(full.name)
+        expected = [(name, str(full.specifier))] if name in ("torch", "torchvision") else []
+    found = [(req.name, str(req.specifier)) for req, text, where in _torch([line], "here")]
+    assert found == expected
+
+
 def test_each_file_targets_the_torch_version_of_its_own_project(cli, tmp_path):
     """Two projects linted from the folder above them, no ptlint configuration."""
     for name, requirement in (("old", "torch>=2.2"), ("new", "torch>=2.6")):
