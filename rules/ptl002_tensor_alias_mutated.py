@@ -159,10 +159,10 @@ def _snapshot(value: cst.BaseExpression) -> cst.Call | None:
     return None
 
 
-def _view(value: cst.BaseExpression, ints: set[str]) -> str | None:
-    """`a` for `a[i]`, `a[0, 1]`: an item picked by integers (a loop counter), a
-    view of `a`. Slices are left alone: writing into a slice of a buffer is
-    how buffers are filled."""
+def _view(value: cst.BaseExpression, ints: set[str] | None) -> str | None:
+    """`a` for `a[i]`, `a[0, 1]`: an item picked by integers (a loop counter, one
+    of `ints`; with None, any name), a view of `a`. Slices are left alone:
+    writing into a slice of a buffer is how buffers are filled."""
     if not (isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name)):
         return None
     for element in value.slice:
@@ -170,7 +170,7 @@ def _view(value: cst.BaseExpression, ints: set[str]) -> str | None:
         if isinstance(index, cst.UnaryOperation):
             index = index.expression
         if not (isinstance(index, cst.Integer) or (isinstance(index, cst.Name)
-                                                   and index.value in ints)):
+                                                   and (ints is None or index.value in ints))):
             return None
     return value.value.value
 
@@ -219,8 +219,9 @@ class _Analysis:
                 _snapshot(n.value) is not None or isinstance(n.value, (cst.Name, cst.Attribute))
                 and self._trains(loops)) for n, target, loops in assigns):
             self._state_dicts(function.events)
-        aliases = any(len(n.targets) == 1 and isinstance(target, cst.Name)
-                      and isinstance(n.value, (cst.Name, cst.Subscript)) for n, target, _ in assigns)
+        aliases = any(len(n.targets) == 1 and isinstance(target, cst.Name) and (
+            isinstance(n.value, cst.Name) or _view(n.value, None) is not None)
+            for n, target, _ in assigns)
         if not (any(isinstance(target, cst.Attribute) and target.attr.value == "data"
                     for _, target, _ in assigns) or aliases and function.writes):
             return
