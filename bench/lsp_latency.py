@@ -126,7 +126,7 @@ def lint_alone(path: Path, text: str, runs: int) -> tuple[list[float], dict[str,
     """In this process: the whole lint of the text, `runs` times; and the
     median phases (parse, rules, findings, total) of the server's lint of the
     same changes as `measure` makes, which re-parses only what changed."""
-    from ptlint.config import find_config, load_config
+    from ptlint.config_files import find_config, load_config
     from ptlint.engine.lint import lint_text
     from ptlint.engine.reparse import Reparser
 

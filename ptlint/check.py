@@ -1,7 +1,8 @@
 """The `ptlint check` command: from the parsed arguments to the exit code.
 
-May import: `ptlint.config`, `ptlint.io`, `ptlint.output`, `ptlint.report`, and
-the engine lazily (a run answered from the cache must not load LibCST).
+May import: `ptlint.config`, `ptlint.config_files`, `ptlint.io`, `ptlint.output`,
+`ptlint.report`, and the engine lazily (a run answered from the cache must not load
+LibCST).
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ptlint import report
-from ptlint.config import TEXT_FORMATS, ConfigError, Configs
+from ptlint.config import TEXT_FORMATS, ConfigError
+from ptlint.config_files import Configs
 from ptlint.report import error
 
 if TYPE_CHECKING:
@@ -42,7 +44,8 @@ def _overrides(args: argparse.Namespace, inline: dict | None = None) -> dict:
 def cache_dir_override(args: argparse.Namespace) -> dict:
     """`--cache-dir`, else PTLINT_CACHE_DIR, as an absolute folder (relative to
     the current one, as ruff's), for every configuration; {} when neither is set."""
-    from ptlint.config import CACHE_DIR_ENV, Inline
+    from ptlint.config import CACHE_DIR_ENV
+    from ptlint.config_files import Inline
 
     value = args.cache_dir
     if value is None and not (value := os.environ.get(CACHE_DIR_ENV)):
@@ -54,7 +57,7 @@ def cache_dir_override(args: argparse.Namespace) -> dict:
 def _config_file(args: argparse.Namespace) -> tuple[Path | None, dict]:
     """`--config`, repeatable as ruff's: a configuration file (one at most), and
     KEY = VALUE settings that override every configuration file's."""
-    from ptlint.config import inline_settings
+    from ptlint.config_files import inline_settings
 
     file, inline = None, {}
     for item in args.config or []:

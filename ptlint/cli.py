@@ -393,7 +393,8 @@ def _rules_table(rows: list[tuple[str, ...]], width: int) -> list[str]:
 
 def cmd_clean(args: argparse.Namespace) -> int:
     from ptlint.check import cache_dir_override
-    from ptlint.config import ConfigError, find_config, load_config
+    from ptlint.config import ConfigError
+    from ptlint.config_files import find_config, load_config
     from ptlint.io.cachedir import CacheError, cache_folder, clean
 
     try:

@@ -433,7 +433,7 @@ def test_same_content_in_another_folder_is_not_answered_from_the_cache(project):
 def _entry(project: Path, path: str, **env: str) -> Path:
     """Where the cache keeps `path`'s findings: anyone can compute it (in the
     environment ptlint runs in: its rules' code is part of the key)."""
-    script = ("import sys; from pathlib import Path; from ptlint.config import load_config; "
+    script = ("import sys; from pathlib import Path; from ptlint.config_files import load_config; "
               "from ptlint.io.cache import Cache; p = sys.argv[1]; "
               "print(Cache(load_config(None)).key(p, Path(p).read_bytes()))")
     key = subprocess.run([sys.executable, "-c", script, path], cwd=project, env=_env(**env),

@@ -16,7 +16,7 @@
   through the cache; `pool`: the worker processes that run them in parallel.
 
 May import: `ptlint.analysis`, `ptlint.io`, `ptlint.model`, `ptlint.rule`,
-`ptlint.config` (and its generated `ptlint._catalog`). Never the CLI, output or
-verify packages. This package's `__init__` imports nothing, so that a run
+`ptlint.config`, `ptlint.config_files` (and the generated `ptlint._catalog`). Never
+the CLI, output or verify packages. This package's `__init__` imports nothing, so that a run
 answered from the cache never loads LibCST.
 """

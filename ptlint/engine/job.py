@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from ptlint.config import Configs, Settings
+from ptlint.config import Settings
+from ptlint.config_files import Configs
 from ptlint.engine.suppress import Notice, noqa_edits
 from ptlint.io.text import DecodeError
 from ptlint.model import SYNTAX_ERROR, Finding, Position, Span

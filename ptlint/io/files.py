@@ -8,7 +8,8 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ptlint.config import Configs, Settings, real_path
+from ptlint.config import Settings, real_path
+from ptlint.config_files import Configs
 
 if TYPE_CHECKING:  # imported for the first .gitignore read
     import pathspec

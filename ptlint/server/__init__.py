@@ -12,7 +12,7 @@ show in the editor as the user types and are fixed with one action.
 Needs the `server` extra (pygls 2 and lsprotocol); this `__init__` imports
 neither, so that `ptlint server` can say so when they are missing.
 
-May import: `ptlint.engine`, `ptlint.config`, `ptlint.io`, `ptlint.model`,
+May import: `ptlint.engine`, `ptlint.config`, `ptlint.config_files`, `ptlint.io`, `ptlint.model`,
 `ptlint.rule`, `ptlint.docs`, pygls and lsprotocol. Never the CLI, output or
 verify packages.
 """

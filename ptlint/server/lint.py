@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ptlint.config import ConfigError, Settings, find_config, load_config, with_target
+from ptlint.config import ConfigError, Settings
+from ptlint.config_files import find_config, load_config, with_target
 from ptlint.io.text import one_line
 from ptlint.model import Finding
 from ptlint.server.documents import Snapshot

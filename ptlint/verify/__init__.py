@@ -47,7 +47,7 @@ The package:
 - `report`: the table and the JSON; `html`: the HTML page (matplotlib);
   `command`: `ptlint verify` itself.
 
-May import: `ptlint.model`, `ptlint.config`, `ptlint.engine`, `ptlint.io`,
+May import: `ptlint.model`, `ptlint.config`, `ptlint.config_files`, `ptlint.engine`, `ptlint.io`,
 `ptlint.rule`. Nothing imports torch at module level; matplotlib only inside
 `html`'s functions.
 """

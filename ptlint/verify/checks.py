@@ -120,7 +120,7 @@ def fix_script(path: Path) -> tuple[list[str], str] | None:
     """The codes of the findings ptlint fixes in `path` (safe and unsafe fixes, as
     `--fix --unsafe-fixes`), and the fixed text; None when there is nothing to fix.
     The script itself is only read."""
-    from ptlint.config import find_config, load_config
+    from ptlint.config_files import find_config, load_config
     from ptlint.engine.fix import fix_text
     from ptlint.engine.lint import lint_text
     from ptlint.io.text import decode
