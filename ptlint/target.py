@@ -291,9 +291,15 @@ def _setup_py(path: Path) -> Iterator[tuple[Requirement, str, str]]:
         return
     literals = {target.id: node.value for node in tree.body if isinstance(node, ast.Assign)
                 for target in node.targets if isinstance(target, ast.Name)}
+    # `setup(...)`, `setuptools.setup(...)`, or the name it is imported as
+    # (`from setuptools import setup as install`)
+    setups = {"setup"} | {alias.asname for node in ast.walk(tree)
+                          if isinstance(node, ast.ImportFrom) and node.module in (
+                              "setuptools", "distutils.core")
+                          for alias in node.names if alias.name == "setup" and alias.asname}
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(
-                node.func, "attr", None)) == "setup"):
+                node.func, "attr", None)) in setups):
             continue
         for keyword in node.keywords:
             if keyword.arg not in ("install_requires", "extras_require"):

@@ -89,6 +89,9 @@ def test_a_broken_nested_configuration_is_a_clear_error(cli, tmp_path):
     ("setup.cfg", "[options]\ninstall_requires =\n    numpy\n    torch>2.1\n", "2.1.1"),
     ("setup.py", "from setuptools import setup\nREQS = ['torch>=1.13']\n"
                  "setup(name='p', install_requires=REQS)\n", "1.13"),
+    # imported under another name
+    ("setup.py", "from setuptools import (setup as install, find_packages)\n"
+                 "install(name='p', install_requires=['numpy', 'torch>=2.1.0'])\n", "2.1"),
     # torchvision 0.14 needs torch 1.13: a newer floor than the project's own pin on torch
     ("requirements.txt", "torch>=1.7.1\ntorchvision>=0.14\n", "1.13"),
     ("requirements.txt", "torch>=2.2\ntorchvision>=0.13\n", "2.2"),
