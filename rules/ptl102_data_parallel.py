@@ -18,10 +18,15 @@ from ptlint.rules._tests import TracksTests
 
 _DATA_PARALLEL = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                   "torch.nn.parallel.data_parallel.DataParallel")
-_DDP = ("torch.nn.parallel.DistributedDataParallel",
-        "torch.nn.parallel.distributed.DistributedDataParallel")
 # what a test of "are we distributed?" mentions
-_DISTRIBUTED = re.compile(r"(?i)distributed|ddp|world_size|is_initialized|get_world_size")
+_DISTRIBUTED = re.compile(r"(?i)distributed|ddp|world_size|is_initialized|get_world_size|"
+                          r"local_rank")
+# containers of modules, with no `forward` of their own: a wrap of one never runs
+_CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict",
+                         "torch.nn.modules.container.ModuleList",
+                         "torch.nn.modules.container.ModuleDict"})
+# the base of a LightningModule (`pl.LightningModule`, `LightningEpisodicModule`)
+_LIGHTNING = re.compile(r"Lightning\w*Module$")
 _TEST = "torch.distributed.is_available() and torch.distributed.is_initialized()"
 # methods of a wrapped model that do not run it
 _NOT_RUNNING = frozenset({"eval", "load_state_dict", "state_dict", "to", "cuda", "cpu", "half",
@@ -64,8 +69,8 @@ class DataParallel(TracksTests, Rule):
     - `DataParallel` as the explicit fallback where no process group exists:
       in the `else`/`elif` of an `if` whose test asks whether the run is
       distributed (`dist.is_initialized()`, `args.distributed`,
-      `world_size > 1`, ...) or whose branch wraps in
-      `DistributedDataParallel`, in an `if not <that>:` branch, and in
+      `world_size > 1`, `args.local_rank != -1`, ...) or whose branch wraps in
+      `DistributedDataParallel` (torch's, apex's or fairscale's), in an `if not <that>:` branch, and in
       `DistributedDataParallel(m) if dist.is_initialized() else DataParallel(m)`,
       and in an `if` of a function that also wraps the same model in
       `DistributedDataParallel` (`if n_gpu > 1: m = DataParallel(m)` beside
@@ -95,6 +100,16 @@ class DataParallel(TracksTests, Rule):
       `load_state_dict(...)` is called and that is never called, handed on,
       returned or assigned to another (a reference model wrapped only so that
       a checkpoint saved from a wrapped model, with `module.` keys, loads);
+    - a wrapper that never runs: a name of its own used through its `.module`
+      (`donor.module.load_state_dict(...)`, `net.decoder = donor.module.decoder`)
+      and otherwise only in ways that do not run it (`.eval()`, `.to(device)`,
+      `.state_dict()`), never called, handed on, returned or assigned to
+      another; and a wrap of a `ModuleList` or `ModuleDict`, which has no
+      `forward` to run;
+    - a wrap inside a LightningModule (a class whose base is named
+      `LightningModule` or `Lightning...Module`): Lightning's `Trainer`
+      distributes the model (`strategy="ddp"`), and a
+      `DistributedDataParallel` inside would nest in its own;
     - a model not trained in a file that trains: the function that wraps it
       puts it in `.eval()`, neither trains (no `backward`, optimizer, `.step(`
       or `.train(` in it) nor returns or stores the model; or the wrapped
@@ -201,6 +216,8 @@ class DataParallel(TracksTests, Rule):
         self.parts: dict[tuple[int, str], str] = {}  # (owner, loop variable) -> the model it is of
         self.handed: list[tuple[str, cst.Call]] = []  # calls of named functions: (name, call)
         self.evaluators: dict[str, set[int | str]] = {}  # see `_evaluators`
+        self.containers: set[tuple[int, str]] = set()  # (owner, name) bound to a ModuleList
+        self.lightning: set[int] = set()  # ids of the LightningModule classes of the file
 
     def visit_Module(self, node: cst.Module) -> None:
         self.owners.append(node)
@@ -233,8 +250,11 @@ class DataParallel(TracksTests, Rule):
             if name is not None and _DISTRIBUTED.search(name):
                 return True
         return self.names_ddp and any(
-            isinstance(n, cst.Call) and self.qualified_name(n.func) in _DDP
-            for n in descendants(branch))
+            isinstance(n, cst.Call) and self._ddp(n.func) for n in descendants(branch))
+
+    def _ddp(self, func: cst.BaseExpression) -> bool:
+        """`DistributedDataParallel` of torch, apex or fairscale, under any alias."""
+        return (self.qualified_name(func) or "").rpartition(".")[2] == "DistributedDataParallel"
 
     def _cuda(self, test: cst.BaseExpression) -> bool:
         """Whether `test` is `torch.cuda.is_available()`."""
@@ -299,6 +319,13 @@ class DataParallel(TracksTests, Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         target = dotted(node.targets[0].target) if len(node.targets) == 1 else None
         self.assigned[id(node.value)] = target
+        if target is not None and self._container(node.value):
+            self.containers.add((id(self._owner(target)), target))
+
+    def _container(self, expr: cst.BaseExpression) -> bool:
+        """`nn.ModuleList(...)`, `nn.ModuleDict(...)`."""
+        return isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)) \
+            and self.qualified_name(expr.func) in _CONTAINERS
 
     def leave_Assign(self, original_node: cst.Assign) -> None:
         # after the value: in `m = DataParallel(m).eval().to(device)` the wrapped `m`
@@ -331,6 +358,8 @@ class DataParallel(TracksTests, Rule):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         super().visit_ClassDef(node)
         self.owners.append(node)
+        if any(_LIGHTNING.search(dotted(base.value) or "") for base in node.bases):
+            self.lightning.add(id(node))
         if self.in_test:
             return
         for base in node.bases:
@@ -362,11 +391,17 @@ class DataParallel(TracksTests, Rule):
         if isinstance(func, (cst.Call, cst.Subscript)) or self.in_test or self.fallback:
             return
         qualified = self.qualified_name(func)
-        if qualified in _DDP and node.args:
+        if node.args and self._ddp(func):
             self.ddp_wraps.add((id(self.owners[-1]), dotted(node.args[0].value)))
         if qualified not in _DATA_PARALLEL or any(
                 test is not None and never_true(test, self.owners[-1]) for test in self.tests):
             return  # (the body of `if parallel:` after `parallel = False` never runs)
+        if any(id(owner) in self.lightning for owner in self.owners):
+            return  # Lightning's `Trainer` distributes a LightningModule
+        if node.args and (self._container(node.args[0].value) or (
+                id(self._owner(dotted(node.args[0].value))), dotted(node.args[0].value))
+                in self.containers):
+            return  # a `ModuleList` has no `forward`: the wrap never runs
         devices = keyword(node, "device_ids")
         if devices is not None and isinstance(devices.value, (cst.List, cst.Tuple)) \
                 and len(devices.value.elements) == 1:
@@ -410,12 +445,25 @@ class DataParallel(TracksTests, Rule):
                 continue
             if wrap.conditional and (id(wrap.function), _wrapped(wrap)) in self.ddp_wraps:
                 continue  # the function offers DDP too: this is its other branch
+            if self._never_run(wrap):
+                continue
             if not self._fixable(wrap):
                 self.report(wrap.call)
                 continue
             self.report(wrap.call, edits=[(wrap.replaced, self._fixed(wrap))],
                         imports=("import torch",
                                  "from torch.nn.parallel import DistributedDataParallel"))
+
+    def _never_run(self, wrap: _Wrap) -> bool:
+        """A name of its own used through its `.module` and otherwise only in ways
+        that do not run the wrapper (`donor.module.load_state_dict(...)`, `net.decoder
+        = donor.module.decoder`): never called, handed on, returned or aliased."""
+        if wrap.target is None or "." in wrap.target:
+            return False
+        uses = [(use, returned) for _, use, _, returned in self._uses(
+            wrap.owner, {wrap.target}, {id(wrap.replaced)})]
+        return any(use == "unwrapped" for use, _ in uses) and not any(
+            use in _RUNS or returned and use not in ("unwrapped", "inert") for use, returned in uses)
 
     def _fixable(self, wrap: _Wrap) -> bool:
         """A script (a notebook kernel cannot be launched with torchrun), a call that can
@@ -491,10 +539,10 @@ class DataParallel(TracksTests, Rule):
             if use == "loaded":
                 loaded.add(name)
             if returned and use != "called" or use == "alias" or (
-                    use in ("called", "passed") and not no_grad) or (
+                    use in ("called", "passed", "unwrapped") and not no_grad) or (
                     trains and use == "parameters"):
                 trained.add(name)
-            elif use in ("called", "passed", "evaluated"):
+            elif use in ("called", "passed", "unwrapped", "evaluated"):
                 run.add(name)
         # a name of its own that loads a state dict and is never run, handed on or
         # returned: the wrap serves only to load a checkpoint saved from a wrapped
@@ -520,6 +568,8 @@ class DataParallel(TracksTests, Rule):
                 if shadowed == targets:
                     continue  # another function's own variables
             name = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            if up is not None and isinstance(up[0], cst.Attribute) and up[0].attr is node:
+                continue  # `network` of `self.network` is no use of a name `network`
             if name in targets:
                 uses.append((name, _use(node, up, self.evaluators), no_grad, returned))
                 continue
@@ -535,6 +585,8 @@ class DataParallel(TracksTests, Rule):
         return uses
 
 
+# the uses that run the wrapper (see `_use`)
+_RUNS = frozenset({"called", "passed", "evaluated", "alias"})
 _STEPS = re.compile(r"backward|\.step\(")
 _OPTIMIZER_BOUND = re.compile(r"[ \t]*([A-Za-z_][\w.]*)[ \t]*=[^=]")
 
@@ -644,7 +696,8 @@ def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]]) -> str:
     parameter), "alias" (assigned to another name), "loaded" (`model.load_state_dict(...)`),
     "inert" (`.eval()`, `.module.state_dict()`,
     `print(model)`, `for p in model.parameters()`), "parameters" (`model.parameters()`
-    handed on), "read" (an attribute read: `model.output_dim`), "called" (`model(x)`),
+    handed on), "read" (an attribute read: `model.output_dim`), "unwrapped" (a use
+    through its `.module`: `model.module.encoder(x)`), "called" (`model(x)`),
     "evaluated" (an argument of a function named for evaluation, `validate(loader, model)`,
     or of one of the file's `evaluators` that puts it in `.eval()`)
     or "passed" (anything else: an argument, an operand, a part run: `model.encoder(x)`).
@@ -676,6 +729,8 @@ def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]]) -> str:
                 return "inert"
         elif not any(a.attr.value == "module" for a in chain[:i]):
             return "read"
+        if chain[0].attr.value == "module":
+            return "unwrapped"  # `model.module.encoder(x)`: the wrapper does not run
     callee = last_name(chain[1].func) if isinstance(parent, cst.Arg) and len(chain) > 1 \
         and isinstance(chain[1], cst.Call) else None
     if callee in _HARMLESS:

@@ -291,6 +291,82 @@ def test_ptl102_a_prune_and_evaluate_script_and_a_wrap_never_run(cli, tmp_path):
         "alone.py", "runs.py", "steps.py", "trains.py", "used.py"], proc.stdout
 
 
+def test_ptl102_wrappers_that_never_run_and_wraps_distribution_handles(cli, tmp_path):
+    """In files that train: a wrapper used only through `.module`, a wrapped
+    `ModuleList`, a wrap inside a LightningModule, and the fallback beside apex's
+    DDP or a `local_rank` test are left alone; a wrapper also called is reported."""
+    train = """\
+    import torch
+    import torch.nn as nn
+
+    def fit(model, loader, opt):
+        for x in loader:
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+    """
+    write(tmp_path / "donor.py", train + """\
+
+    def reload(self, opt):
+        network = nn.DataParallel(Net(opt), device_ids=opt.gpus)
+        network.module.load_state_dict(torch.load(opt.path, weights_only=True))
+        self.network.module.decoder = network.module.decoder  # (`self.network` is another)
+    """)
+    write(tmp_path / "called.py", train + """\
+
+    def reload(self, opt, x):
+        donor = nn.DataParallel(Net(opt), device_ids=opt.gpus)
+        donor.module.load_state_dict(torch.load(opt.path, weights_only=True))
+        return donor(x)
+    """)
+    write(tmp_path / "losses.py", train + """\
+
+    class Loss(nn.Module):
+        def __init__(self, args):
+            super().__init__()
+            self.loss_module = nn.ModuleList()
+            self.loss_module.append(nn.L1Loss())
+            if args.n_gpus > 1:
+                self.loss_module = nn.DataParallel(self.loss_module, range(args.n_gpus))
+            self.heads = nn.DataParallel(nn.ModuleDict({"a": nn.Linear(2, 2)}))
+    """)
+    write(tmp_path / "lightning.py", train + """\
+    import pytorch_lightning as pl
+
+    class Episodic(pl.LightningModule):
+        def __init__(self, features, data_parallel=False):
+            super().__init__()
+            self.features = features
+            if data_parallel and torch.cuda.device_count() > 1:
+                self.features = nn.DataParallel(self.features)
+
+    class MAML(LightningEpisodicModule):
+        def meta_learn(self, batch):
+            learner = self.model.clone()
+            learner.module = nn.DataParallel(learner.module)
+            return learner(batch)
+    """)
+    write(tmp_path / "apex.py", train + """\
+    from apex.parallel import DistributedDataParallel as DDP
+
+    def wrap(self):
+        if self.local_rank != -1:
+            if not self.fp16:
+                self.model = DDP(self.model)
+        elif self.n_gpu > 1:
+            self.model = nn.DataParallel(self.model)
+
+    def wrap_args(args, model):
+        if args.local_rank != -1:
+            print("distributed")
+        elif args.n_gpu > 1:
+            model = nn.DataParallel(model)
+        return model
+    """)
+    proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
+        "called.py"], proc.stdout
+
 SCORER = """\
     import torch
     import torch.nn as nn
