@@ -383,6 +383,12 @@ def _full(factory: cst.Call, fill: cst.Call, device: cst.BaseExpression) -> cst.
         if i < len(args) - 1 else a for i, a in enumerate(args)])
 
 
+def requires_grad(factory: cst.Call) -> bool:
+    """The factory is called with `requires_grad=` anything but a literal `False`."""
+    grad = keyword(factory, "requires_grad")
+    return grad is not None and not (isinstance(grad.value, cst.Name) and grad.value.value == "False")
+
+
 def on_device(chain: Chain, name: str, device: cst.BaseExpression,
            dtype: cst.BaseExpression | None) -> tuple[cst.BaseExpression, Safety, bool] | None:
     """The created-on-the-device version of `chain`, how safe it is, and whether it
@@ -395,17 +401,15 @@ def on_device(chain: Chain, name: str, device: cst.BaseExpression,
     if name in RANDOM or kinds & {"random", "grad", "elementwise"} or computed(name, factory) or any(
             op.kind == "arith" and not isinstance(op.call.operator, _EXACT) for op in ops):
         safety = Safety.UNSAFE
-    grad = keyword(factory, "requires_grad")
-    requires_grad = grad is not None and not (
-        isinstance(grad.value, cst.Name) and grad.value.value == "False")
-    if requires_grad:
+    grad = requires_grad(factory)
+    if grad:
         safety = Safety.UNSAFE
         if dtype is not None:
             return None  # the dtype may be one that cannot require gradients
     casts = [(op.dtype, op.spelled) for op in ops if op.kind == "cast"]
     if dtype is not None:
         casts.append((dtype, False))
-    if name in EXACT_IN_ANY_DTYPE and casts and kinds <= {"cast", "view"} and not requires_grad:
+    if name in EXACT_IN_ANY_DTYPE and casts and kinds <= {"cast", "view"} and not grad:
         # zeros/ones/empty/eye: created in the final dtype directly, the same values
         final, spelled = casts[-1]
         new = with_keyword(with_keyword(factory, "dtype", final), "device", device)

@@ -10,10 +10,11 @@ from ptlint.analysis.walk import descendants
 from ptlint.fixers.arguments import argument, has_star_args, keyword, positional
 from ptlint.fixers.expressions import is_size
 from ptlint.model import Safety
-from ptlint.rule import Rule
+from ptlint.analysis.dataflow import last_name
+from ptlint.rule import Rule, code_matches
 from ptlint.rules._creation import (
     CASTS, FACTORIES, FILLS, LEGACY, LIKE, NEW, RANDOM, RANDOM_FILLS, VIEWS, Chain, device_string,
-    is_cpu_string, literal_legacy, named_like_device, on_device, unwind,
+    is_cpu_string, literal_legacy, named_like_device, on_device, requires_grad, unwind,
 )
 
 # `.to()`/`.cuda()` keywords that a factory has no use for once it creates on the device.
@@ -244,7 +245,10 @@ class TensorMovedAfterCreation(Rule):
 
     No fix is offered for `.cuda(<expression>)` (the expression may be
     `None`, which `.cuda()` reads as the current device but a factory reads
-    as the CPU), for `pin_memory=` or `memory_format=`, for a move in the
+    as the CPU), for `pin_memory=` or `memory_format=`, for a tensor that
+    requires grad assigned to a name the file writes in place
+    (`self.context[:] = 0`: the moved copy is no leaf and allows it, a leaf
+    that requires grad raises), for a move in the
     statements after (it may be conditional), and for legacy
     constructors: the fix of PTL230 (legacy-tensor-constructor) turns them
     into factories first, and this rule's fix then applies to the result.
@@ -267,6 +271,7 @@ class TensorMovedAfterCreation(Rule):
         self._stack: list[_Scope] = []  # the scopes enclosing the current one
         self.device_blocks: list[int] = []  # id() of `with torch.device(...)` statements entered
         self.findings: list[_Finding] = []
+        self.targets: dict[int, cst.BaseExpression] = {}  # id(value) -> its one target
         source = context.source
         # factories follow the default device or tensor type, which the file changes
         self.default_changed = "set_default_device" in source or "set_default_tensor_type" in source
@@ -318,6 +323,8 @@ class TensorMovedAfterCreation(Rule):
             self._bind_target(target.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1:
+            self.targets[id(node.value)] = node.targets[0].target
         single = len(node.targets) == 1
         on_cpu = single and self._on_cpu(node.value)
         if single and isinstance(node.targets[0].target, cst.Name) and self._is_cpu(node.value) \
@@ -509,6 +516,9 @@ class TensorMovedAfterCreation(Rule):
         if fixable and group != "legacy" and not keyword(factory, "pin_memory") \
                 and not keyword(factory, "memory_format"):
             fixed = on_device(chain, name, device, dtype)
+            if fixed is not None and (requires_grad(factory) or any(
+                    op.kind == "grad" for op in chain.ops)) and self._written_in_place(node):
+                fixed = None  # a leaf that requires grad would refuse the in-place write
             if fixed is not None:
                 replacement, safety, spelled = fixed
                 if node.lpar or not isinstance(replacement, cst.BinaryOperation):
@@ -517,6 +527,19 @@ class TensorMovedAfterCreation(Rule):
                 imports = ("import torch",) if spelled else ()
         self.findings.append(_Finding(node, replacement, safety, source_name, self.scope,
                                       imports=imports))
+
+    def _written_in_place(self, move: cst.Call) -> bool:
+        """Whether the name the moved tensor is assigned to (`self.context`) is written
+        in place somewhere in the file (`context[:] = 0`, `context += d`,
+        `context.zero_()`): the moved copy is no leaf, and allows that."""
+        target = self.targets.get(id(move))
+        name = last_name(target) if target is not None else ""
+        if not name:
+            return False
+        item = r"(?:\s*\[[^\]\n]*\])"
+        return code_matches(re.compile(rf"\b{re.escape(name)}(?:{item}\s*=(?!=)|{item}?\s*"
+                                       rf"[-+*/%@&|^]=|{item}?\.[a-z]\w*[a-z0-9]_\()"),
+                            self.context.source)
 
     def leave_Module(self, original_node: cst.Module) -> None:
         for found in self.findings:
