@@ -7,6 +7,7 @@ from ptlint.analysis.dataflow import (bound, closure, last_name, method_name, ta
                                      vars_in)
 from ptlint.analysis.names import dotted
 from ptlint.analysis.semantic import BACKPROP, BACKWARD, Function
+from ptlint.analysis.walk import children
 from ptlint.analysis.training import INSTANCE, MODULE, OFF
 from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
@@ -27,6 +28,8 @@ _REPORTING = frozenset({"print", "log", "info", "debug", "warning", "warn", "err
                         "add_scalar", "add_scalars", "write", "set_postfix", "set_description",
                         "log_dict", "log_metrics"})
 _GRAPH_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power)
+# Builtins that turn a tensor into a Python value.
+_HOST = frozenset({"float", "int", "bool", "str", "len", "round"})
 
 _LOSS, _OUTPUT, _DETACHED, _OTHER = "loss", "output", "detached", "other"
 
@@ -57,7 +60,9 @@ class LossKeptWithGraph(Rule):
     summed, then `.backward()` on the sum; chunk losses stacked, then
     backpropagated). Loss values that are not backpropagated in the loop are
     also left alone when the list or total is returned or handed to another
-    function, which may backpropagate it, and so are values appended to an
+    function, which may backpropagate it (not when only its number is:
+    `history.append(total.item())`, `return float(total)`), and so are values
+    appended to an
     object of some other class built in the file (`meter = AverageMeter()`,
     then `meter.append(loss)`: its method may detach). Lists, deques, dicts
     of lists and receivers of unknown type (a parameter) are still flagged.
@@ -403,25 +408,49 @@ def _graph_vars(expr: cst.BaseExpression) -> set[str]:
         isinstance(leaf, cst.Attribute) and leaf.attr.value not in _DETACHING)} - {None}
 
 
+def _carried(node: cst.CSTNode | None) -> set[str]:
+    """The variables whose values (and graphs) `node` carries on: those it mentions
+    (see `vars_in`), leaving out what it reads only through a detaching call or
+    `.data` (`loss.item()`, `float(loss)`, `loss.detach()`): no graph flows on from
+    those."""
+    found: set[str] = set()
+    stack = [node] if node is not None else []
+    while stack:
+        current = stack.pop()
+        kind = type(current)
+        if kind is cst.Call and (method_name(current) in _DETACHING or (
+                type(current.func) is cst.Name and current.func.value in _HOST)):
+            continue
+        if kind is cst.Attribute and current.attr.value == "data":
+            continue
+        if kind in (cst.Name, cst.Attribute) and dotted(current) is not None:
+            found |= vars_in(current)
+        elif kind is cst.Arg:
+            stack.append(current.value)
+        else:
+            stack.extend(children(current))
+    return found
+
+
 def _flows(small: cst.CSTNode, flows: list, returned: set[str]) -> None:
     """Record where values flow; `returned` collects what leaves the function
     (returned, yielded, or handed to a call made for its side effects)."""
     if isinstance(small, cst.Assign):
         targets = {v for t in small.targets for v in target_vars(t.target)}
-        flows.append((targets, vars_in(small.value)))
+        flows.append((targets, _carried(small.value)))
     elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
         if small.value is not None:
-            flows.append((set(target_vars(small.target)), vars_in(small.value)))
+            flows.append((set(target_vars(small.target)), _carried(small.value)))
     elif isinstance(small, cst.Return):
-        returned |= vars_in(small.value)
+        returned |= _carried(small.value)
     elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield):
-        returned |= vars_in(small.value.value)
+        returned |= _carried(small.value.value)
     elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
         func = small.value.func
         args = cst.Tuple([cst.Element(a.value) for a in small.value.args])
         if isinstance(func, cst.Attribute) and func.attr.value in _STORING:
             if var(func.value) is not None:
-                flows.append(({var(func.value)}, vars_in(args)))
+                flows.append(({var(func.value)}, _carried(args)))
         elif last_name(func) not in _REPORTING:
             # handed to code this rule does not see (`self.optimize(total)`)
-            returned |= vars_in(args)
+            returned |= _carried(args)
