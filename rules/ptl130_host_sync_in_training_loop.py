@@ -14,6 +14,7 @@ from ptlint.analysis.walk import descendants
 from ptlint.fixers.arguments import argument
 from ptlint.io.ipython import lines_of
 from ptlint.rule import Rule, code_matches
+from ptlint.rules._tests import is_test_file
 
 _BUILTINS = {"builtins.print": "print", "builtins.float": "float", "builtins.int": "int",
              "builtins.bool": "bool", "builtins.str": "str"}
@@ -24,6 +25,10 @@ _CHECKS = frozenset({"torch.isnan", "torch.isinf", "torch.isfinite", "torch.ispo
 _CHECK_METHODS = frozenset(name.rpartition(".")[2] for name in _CHECKS)
 _DEVICE_HINT = re.compile(r"cuda|\bdevice\b|accelerator|\bfabric\b")
 _SEEDING = re.compile(r"\bcuda\.manual_seed(?:_all)?\b")  # seeds the GPU if any, uses none
+# `device=values.device`, `.to(x.device)`: follows a tensor's device, names none
+_FOLLOWS = re.compile(r"\bdevice\s*=\s*(?!(?:self|args|cfg|config|opt|opts|hparams|params)\.)"
+                      r"[A-Za-z_]\w*\.device\b|\.to\(\s*(?!(?:self|args|cfg|config|opt|opts|"
+                      r"hparams|params)\.)[A-Za-z_]\w*\.device\s*\)")
 _PARTIAL_LOSS = re.compile(r"loss", re.I)  # `d_real_loss`, `loss_G`, `losses`
 _NOT_A_LOSS = re.compile(r"weight|scale|fn|func|mask|factor|coef|config|type|lambda", re.I)
 
@@ -31,8 +36,9 @@ _NOT_A_LOSS = re.compile(r"weight|scale|fn|func|mask|factor|coef|config|type|lam
 def _mentions_device(code: str) -> bool:
     """Whether the code, not its comments, mentions cuda, a device or an accelerator
     (`# model.cuda()  # uncomment for the GPU` runs on the CPU), other than to seed
-    it (`torch.cuda.manual_seed_all(0)`)."""
-    return code_matches(_DEVICE_HINT, _SEEDING.sub("seed", code))
+    it (`torch.cuda.manual_seed_all(0)`) or to follow a tensor's device
+    (`torch.zeros(1, device=values.device)`)."""
+    return code_matches(_DEVICE_HINT, _FOLLOWS.sub("", _SEEDING.sub("seed", code)))
 
 
 def _has_sync_inside(node: cst.BaseExpression) -> bool:
@@ -96,7 +102,10 @@ class HostSyncInTrainingLoop(Rule):
     process guard (`if rank == 0:`,
     `if is_main_process():`), in `except` handlers and in an `if` that leaves
     the loop (its body ends in `break`, `return`, `raise` or `sys.exit(...)`:
-    it runs once at most) are not flagged, nor, in a loop that calls
+    it runs once at most) are not flagged, nor is a read in a branch of an
+    `if` whose test already read the same value on the host, before any
+    backward pass or step in that branch (`if loss.item() < limit: ...
+    else: print(loss.item())`), nor, in a loop that calls
     `torch.cuda.synchronize()` on every step (a statement in its body,
     directly or under `if torch.cuda.is_available():`), reads after the
     backward pass and the optimizer step or after the synchronize: the
@@ -111,9 +120,11 @@ class HostSyncInTrainingLoop(Rule):
     arithmetic of those: `new_loss - old_loss` of two such) is not an output.
     Files whose
     code (comments aside) never mentions `cuda`, a `device` or an
-    accelerator but to seed it (`torch.cuda.manual_seed_all(0)`), and trainer
+    accelerator but to seed it (`torch.cuda.manual_seed_all(0)`) or to follow
+    a tensor's (`torch.zeros(1, device=values.device)`), and trainer
     classes that do not (when the file's top-level code does not either), are
-    skipped: on the CPU these calls are cheap. In a notebook, whose cells run
+    skipped: on the CPU these calls are cheap; so are test files, which run a
+    few steps. In a notebook, whose cells run
     in order, the cells that count are those up to the one holding the loop
     (or its function), and the later cells that call that function.
 
@@ -247,11 +258,14 @@ class HostSyncInTrainingLoop(Rule):
         self.calls.append((self.model.site(test), what, keys, False))
 
     def leave_Module(self, node: cst.Module) -> None:
+        if is_test_file(self.context.path):
+            return  # a test runs a few steps
         tainted: dict[Loop, _Taint] = {}
         for site, what, keys, loss_only in self.calls:
             hot = site.ctx.hot_loop()
             if (hot is None or site.periodic_within(hot)
-                    or not self._on_device(hot.function, hot.node)):
+                    or not self._on_device(hot.function, hot.node)
+                    or _read_by_the_test(site, hot, keys)):
                 continue
             if hot not in tainted:
                 tainted[hot] = _Taint(hot)
@@ -475,6 +489,24 @@ class _Taint:
                         and bound is not None and key_of(bound.name) in names:
                     found |= self.seen({key_of(call.args[0].value)} - {None}, self.where(node))
         return found
+
+
+def _read_by_the_test(site, hot: Loop, keys: set[str]) -> bool:
+    """In a branch of an `if` of the hot loop whose test already read the same value
+    on the host (`if loss.item() < limit: ... else: print(loss.item())`), with no
+    backward pass or optimizer step before it in that branch: nothing new to wait for."""
+    path = hot.function.model.path(site.node, hot.node)
+    for node, inner in zip(path, path[1:]):
+        if type(node) is not cst.If or inner is node.test:
+            continue
+        synced = {key for call in descendants(node.test) if type(call) is cst.Call
+                  and type(call.func) is cst.Attribute and call.func.attr.value in SYNC_METHODS
+                  for key in value_keys(call.func.value)}
+        if keys & synced and not any(
+                s.order < site.order and any(n is s.node for n in descendants(inner))
+                for loop in hot.walk() for s in loop.sites if s.kind in (BACKWARD, STEP)):
+            return True
+    return False
 
 
 def _host_value(value: cst.BaseExpression, hosted: set[str]) -> bool:

@@ -445,9 +445,40 @@ def test_ptl130_a_device_named_only_in_a_comment_or_seeded_is_no_device(cli, tmp
     write(tmp_path / "seeded.py", CPU_LOOP.replace(
         "model = torch.nn.Linear(2, 1)",
         "torch.cuda.manual_seed_all(0); torch.cuda.manual_seed(0); model = torch.nn.Linear(2, 1)"))
+    # a factory that follows a tensor's device names none; a setting's device does
+    follows = "next_value = torch.zeros(1, device=x.device); model = torch.nn.Linear(2, 1)"
+    write(tmp_path / "follows.py", CPU_LOOP.replace("model = torch.nn.Linear(2, 1)", follows))
+    write(tmp_path / "setting.py", CPU_LOOP.replace(
+        "model = torch.nn.Linear(2, 1)", "model = torch.nn.Linear(2, 1).to(args.device)"))
+    # a test runs a few steps
+    write(tmp_path / "tests" / "test_loop.py", CPU_LOOP.replace(
+        "model = torch.nn.Linear(2, 1)", "model = torch.nn.Linear(2, 1).cuda()"))
     proc = cli(".", "--select", "PTL130", "--output-format", "json", cwd=tmp_path)
     assert [(f["filename"].rsplit("/", 1)[-1], f["location"]["line"])
-            for f in json.loads(proc.stdout)] == [("gpu.py", 11)]
+            for f in json.loads(proc.stdout)] == [("gpu.py", 11), ("setting.py", 11)]
+
+
+def test_ptl130_a_value_the_if_test_already_read_is_read_again_for_free(cli, tmp_path):
+    """`if loss.item() < limit: step, else: print(loss.item())`: the test waits for
+    the device (reported); the read in the branch has nothing new to wait for,
+    unless a backward pass or step comes first there."""
+    write(tmp_path / "skip.py", """\
+    import torch
+
+    model = torch.nn.Linear(2, 1).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x in torch.randn(10, 4, 2).cuda():
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        if loss.item() < 10:
+            loss.backward()
+            optimizer.step()
+            print(loss.item())
+        else:
+            print("skipped", loss.item())
+    """)
+    proc = cli(".", "--select", "PTL130", "--output-format", "json", cwd=tmp_path)
+    assert [f["location"]["line"] for f in json.loads(proc.stdout)] == [8, 11]
 
 
 LOOP_CELL = """\
