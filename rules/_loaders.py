@@ -20,14 +20,16 @@ list display or comprehension, `list(zip(...))`, a torch tensor such as
 `torch.from_numpy(a).float()`, slices and sums of those, also through a
 variable bound to one), the whole dataset in
 one batch (`batch_size=len(dataset)`), a dataset made on a device
-(`Cls(root, device=device)`, also inside `ConcatDataset`/`Subset`: workers cannot use
-CUDA, and pinning refuses CUDA tensors), and a loader never iterated nor passed on.
+(`Cls(root, device=device)`, also inside `ConcatDataset`/`Subset`, unpacked from such a
+call or an attribute of its result: workers cannot use CUDA, and pinning refuses CUDA
+tensors), and a loader never iterated nor passed on.
 Loaders are named by their variable (`loader`, `self.loader`), per function; a
 plain name bound to a second `DataLoader(...)` is a new loader from there on
 (uses after the rebinding are the new one's). A loader's dataset is a
-`TensorDataset` when it is built in place, bound to a variable, made by a
-function of the file every return of which gives one, or comes
-through a parameter of a function every call of which in the file passes one;
+`TensorDataset` (torch's or a project's class of that name) when it is built in
+place, bound to a variable, made by a function of the file every return of which
+gives one, or comes through a parameter of a function every call of which in the
+file passes one or what such a function makes;
 it is held in memory like one when it is an instance of a class of the file
 whose `__getitem__` only indexes and converts attributes that no other method
 built lazily (a hand-written `TensorDataset`; see `memory_class`).
@@ -47,7 +49,6 @@ from ptlint.rule import Rule
 from ptlint.rules._tests import TracksTests
 
 LOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
-_TENSOR_DATASETS = ("torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset")
 _BATCH_SIZE_INDEX = 1
 # datasets made of other datasets: `ConcatDataset([a, b])`, `Subset(a, indices)`
 _COMBINING = frozenset({"ConcatDataset", "Subset", "ChainDataset"})
@@ -194,8 +195,8 @@ class LoaderRule(TracksTests, Rule):
         self._functions: list[tuple[str, list[str]]] = []  # enclosing functions, parameters
         self._defined: dict[str, int] = {}  # function name -> how many definitions
         self._returns: dict[str, list[bool]] = {}  # function name -> each return a TensorDataset
-        # function name -> per call: {position or keyword: a TensorDataset is passed}
-        self._calls: dict[str, list[dict[int | str, bool] | None]] = {}
+        # function name -> per call: {position or keyword: what is passed there}
+        self._calls: dict[str, list[dict[int | str, bool | str | None] | None]] = {}
         self._instances: dict[Key, str] = {}  # variable -> the class of the file it holds
         self.classes: dict[str, list[cst.ClassDef]] = {}  # the classes of the file
         self._frames: list[cst.ClassDef | cst.FunctionDef] = []  # the enclosing definitions
@@ -295,6 +296,9 @@ class LoaderRule(TracksTests, Rule):
                 self._in_memory.add(self.key(name))
             else:
                 self._in_memory.discard(self.key(name))
+        elif len(node.targets) == 1 and self._placed(node.value):  # `a, b = tasks(device=d)`
+            for part in _names(node.targets[0].target):
+                self._placed_names.add(self.key(part, binding=True))
         if self._loops:  # `inputs, labels = batch`: still the batch
             batch = self._loops[-1].batch
             if root(node.value) in batch:
@@ -447,8 +451,11 @@ class LoaderRule(TracksTests, Rule):
                 self._use(arg.value, how)
 
     def _is_tensor_dataset(self, node: cst.BaseExpression) -> bool:
+        """`TensorDataset(...)` (torch's, or a project's own class of that name), or a
+        variable bound to one."""
         if isinstance(node, cst.Call):
-            return self.qualified_name(node.func) in _TENSOR_DATASETS
+            return (self.qualified_name(node.func) or last_name(node.func)).rpartition(".")[2] \
+                == "TensorDataset"
         name = dotted(node)
         return name is not None and self.key(name) in self._tensor_datasets
 
@@ -462,15 +469,16 @@ class LoaderRule(TracksTests, Rule):
     def _holds_in_memory(self, name: str) -> bool:
         return self.key(name) in self._in_memory
 
-    def _passes_tensor_datasets(self, call: cst.Call) -> dict[int | str, bool] | None:
-        """For a call `f(...)`: which arguments are `TensorDataset`s; None when `*args`
-        or `**kwargs` hide where they go."""
+    def _passes_tensor_datasets(self, call: cst.Call) -> dict[int | str, bool | str | None] | None:
+        """For a call `f(...)`: which arguments are `TensorDataset`s (True), or which
+        function or class of the file made them (its name, judged at the end: see
+        `_made_in_memory`); None when `*args` or `**kwargs` hide where they go."""
         if any(a.star for a in call.args):
             return None
-        out: dict[int | str, bool] = {}
+        out: dict[int | str, bool | str | None] = {}
         for i, arg in enumerate(call.args):
             where = arg.keyword.value if arg.keyword is not None else i
-            out[where] = self._is_tensor_dataset(arg.value)
+            out[where] = self._is_tensor_dataset(arg.value) or self._dataset_class(arg.value)
         return out
 
     def _dataset_param(self, dataset: cst.BaseExpression) -> tuple[str, str, int] | None:
@@ -492,7 +500,14 @@ class LoaderRule(TracksTests, Rule):
         calls = self._calls.get(function, [])
         if self._defined.get(function) != 1 or not calls:
             return False
-        return all(c is not None and c.get(parameter, c.get(position, False)) for c in calls)
+        return all(c is not None and self._made_in_memory(c.get(parameter, c.get(position)))
+                   for c in calls)
+
+    def _made_in_memory(self, made: bool | str | None) -> bool:
+        """A `TensorDataset` (True), or the name of a class or function of the file
+        that makes one (see `memory_class`, `_makes_tensor_datasets`)."""
+        return made is True or isinstance(made, str) and (
+            self.memory_class(made) or self._makes_tensor_datasets(made))
 
     def _loader(self, node: cst.Call) -> None:
         key = self._assigned.get(id(node))
@@ -508,11 +523,13 @@ class LoaderRule(TracksTests, Rule):
 
     def _placed(self, dataset: cst.BaseExpression) -> bool:
         """A dataset made on a device (`Cls(root, device=device)`: its tensors live
-        there), also inside `ConcatDataset([...])` or `Subset(d, indices)`, or a
-        variable bound to one."""
+        there), also inside `ConcatDataset([...])` or `Subset(d, indices)`, a
+        variable bound to one (also unpacked: `a, b = tasksets(device=device)`), or
+        an attribute of one (`a.dataset`)."""
         if isinstance(dataset, (cst.Name, cst.Attribute)):
-            name = dotted(dataset)
-            return name is not None and self.key(name) in self._placed_names
+            name = dotted(dataset)  # (`tasks.dataset` of a `tasks` made on a device too)
+            return name is not None and (self.key(name) in self._placed_names or (
+                isinstance(dataset, cst.Attribute) and self._placed(dataset.value)))
         if not isinstance(dataset, cst.Call):
             return False
         device = keyword(dataset, "device")
@@ -594,7 +611,8 @@ class LoaderRule(TracksTests, Rule):
         """"iterated", "moved", "passed", "inspected": what happens to the loader."""
         if loader.key is None:
             used = {loader.context or "passed"}
-            if loader.loop is not None and id(loader.loop) in self._moved_loops:
+            if loader.loop is not None and id(loader.loop) in self._moved_loops and \
+                    loader.context != "inspected":  # (a look at a few batches moves them too)
                 used.add("moved")
             return used
         used = set(self.uses.get(loader.key, ()))
@@ -626,17 +644,24 @@ _FEW = 10  # batches: a look at the data, not a pass over it
 
 def _first_batch_only(loop: cst.For) -> bool:
     """A loop whose body ends in an unconditional `break` (it takes one batch),
-    or, over `enumerate(...)`, in `if i == 1: break` (`>=`, `>`; at most `_FEW`):
-    a few batches. A bound that is not a literal (`if i == args.n_samples - 1:
-    break`) counts as a few when the loop neither backpropagates nor steps:
-    samples taken to look at, not a pass over the data."""
+    or, over `enumerate(...)`, ends or begins with `if i == 1: break` (`>=`, `>`;
+    at most `_FEW`): a few batches. A bound that is not a literal (`if i ==
+    args.n_samples - 1: break`) counts as a few when the loop neither
+    backpropagates nor steps: samples taken to look at, not a pass over the data."""
     last = last_statement(loop.body)
     if isinstance(last, cst.Break):
         return True
-    if not (isinstance(last, cst.If) and last.orelse is None
-            and isinstance(last_statement(last.body), cst.Break)):
+    body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
+    return any(_stops_early(loop, guard) for guard in {id(s): s for s in (last, *body[:1])}.values())
+
+
+def _stops_early(loop: cst.For, guard: cst.CSTNode | None) -> bool:
+    """`if i >= n: break` (`==`, `>`) on the counter of `loop`, over `enumerate(...)`,
+    with `n` a few (see `_first_batch_only`)."""
+    if not (isinstance(guard, cst.If) and guard.orelse is None
+            and isinstance(last_statement(guard.body), cst.Break)):
         return False
-    test, target = last.test, loop.target
+    test, target = guard.test, loop.target
     counter = (target.elements[0].value if isinstance(target, cst.Tuple) and target.elements
                else None)
     if not (isinstance(loop.iter, cst.Call) and last_name(loop.iter.func) == "enumerate"

@@ -34,21 +34,25 @@ class DataLoaderWithoutWorkers(LoaderRule):
 
     - a loader that is only inspected (`next(iter(loader))`, `len(loader)`,
       `print(loader)`, a loop that breaks after its first batch, or after a
-      few: `for i, b in enumerate(loader): ...; if i == 1: break`, or
+      few: `for i, b in enumerate(loader): ...; if i == 1: break`, the same
+      test first in the body (`if i >= 3: break`), or
       `if i == n_samples - 1: break` in a loop that neither backpropagates
       nor steps) or never used;
     - a loader over indices or values already in memory
       (`DataLoader(range(n), ...)`, `DataLoader(torch.arange(n), ...)`,
       `torch.randperm(n)`, a list or tuple display, also through a variable
-      bound to one of these) or over a `TensorDataset` (given in place,
-      through a variable bound to one or to what a function of the file
-      returns when its every `return` gives one, or through a parameter of
-      a function every call of which in the file passes one): indexing tensors in
-      memory costs less than passing the batch from a worker process;
+      bound to one of these) or over a `TensorDataset` (torch's, or a
+      project's own class of that name; given in place, through a variable
+      bound to one or to what a function of the file returns when its every
+      `return` gives one, or through a parameter of a function every call of
+      which in the file passes one, or what such a function returns):
+      indexing tensors in memory costs less than passing the batch from a
+      worker process;
     - a dataset made on a device (`Cls(root, device=device)`, also inside
-      `ConcatDataset([...])` or `Subset(d, indices)`, or through a variable
-      bound to one): its tensors already live on the GPU, which worker
-      processes cannot use;
+      `ConcatDataset([...])` or `Subset(d, indices)`, through a variable
+      bound to one, also unpacked (`train, test = tasksets(device=device)`),
+      or an attribute of one (`train.dataset`)): its tensors already live on
+      the GPU, which worker processes cannot use;
     - the whole dataset in one batch (`batch_size=len(dataset)`,
       `x.shape[0]`, `x.size(0)`);
     - `batch_size=None`: the dataset yields whole batches itself (an
