@@ -78,7 +78,8 @@ class ParameterDataWrite(Rule):
     such as micrograd's or Paddle's, hold no torch parameters), the loop
     variable of `for p in model.parameters()` (also `named_parameters()`,
     `zip(...)` of them and optimizer `param_groups`), a name or `self.`
-    attribute assigned `nn.Parameter(...)`, or a tensor created with
+    attribute assigned `nn.Parameter(...)` (not `nn.Parameter(x,
+    requires_grad=False)`: a buffer in all but name), or a tensor created with
     `requires_grad=True` or made a leaf by `x.requires_grad = True` /
     `x.requires_grad_()` (an adversarial perturbation) in the same function. Reads through `.data` and writes
     to `.grad` are not flagged.
@@ -208,11 +209,13 @@ class ParameterDataWrite(Rule):
         value = node.value
         holds = False
         if isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)):
+            flag = keyword(value, "requires_grad")
+            literal = flag.value.value if flag is not None and isinstance(flag.value, cst.Name) \
+                else None
             if self.qualified_name(value.func) in _PARAMETER:
-                holds = True
+                holds = literal != "False"  # `nn.Parameter(flag, requires_grad=False)`: a buffer
             else:
-                flag = keyword(value, "requires_grad")
-                holds = flag is not None and isinstance(flag.value, cst.Name) and flag.value.value == "True"
+                holds = literal == "True"
         frozen = isinstance(value, cst.Call) and (dotted(value.func) or "").rsplit(".", 1)[
             -1].startswith("FrozenBatchNorm")
         for target in node.targets:
