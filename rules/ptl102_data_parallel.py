@@ -99,7 +99,9 @@ class DataParallel(TracksTests, Rule):
     - a wrapped model that only loads a checkpoint: a name of its own whose
       `load_state_dict(...)` is called and that is never called, handed on,
       returned or assigned to another (a reference model wrapped only so that
-      a checkpoint saved from a wrapped model, with `module.` keys, loads);
+      a checkpoint saved from a wrapped model, with `module.` keys, loads),
+      also when it is unwrapped right after (`model = model.module`: the
+      uses after that are of the model itself);
     - a wrapper that never runs: a name of its own used through its `.module`
       (`donor.module.load_state_dict(...)`, `net.decoder = donor.module.decoder`)
       and otherwise only in ways that do not run it (`.eval()`, `.to(device)`,
@@ -555,6 +557,7 @@ class DataParallel(TracksTests, Rule):
         """Each use of the targets in `owner` (one walk for all of them): (the
         name, how it is used (see `_use`), under `no_grad`, inside a return)."""
         uses: list[tuple[str, str, bool, bool]] = []
+        unwrapped: set[str] = set()  # names rebound to their own `.module`: no wrapper after
         # (node, its parent's entry, gradients off, inside a return)
         Item = tuple[cst.CSTNode, "Item | None", bool, bool]
         stack: list[Item] = [(owner, None, False, False)]
@@ -570,6 +573,13 @@ class DataParallel(TracksTests, Rule):
             name = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
             if up is not None and isinstance(up[0], cst.Attribute) and up[0].attr is node:
                 continue  # `network` of `self.network` is no use of a name `network`
+            rebound = _unwraps(node)
+            if rebound in targets:  # `model = model.module`: from here on, the model itself
+                uses.append((rebound, "unwrapped", no_grad, returned))
+                unwrapped.add(rebound)
+                continue
+            if name in unwrapped:
+                continue
             if name in targets:
                 uses.append((name, _use(node, up, self.evaluators), no_grad, returned))
                 continue
@@ -652,6 +662,17 @@ def _moved(expr: cst.BaseExpression) -> bool:
             return True
         expr = expr.func.value
     return False
+
+
+def _unwraps(node: cst.CSTNode) -> str | None:
+    """`model` for `model = model.module` (a plain name rebound to its own `.module`)."""
+    if type(node) is not cst.Assign or len(node.targets) != 1:
+        return None
+    target, value = node.targets[0].target, node.value
+    if type(target) is cst.Name and type(value) is cst.Attribute and value.attr.value == "module" \
+            and type(value.value) is cst.Name and value.value.value == target.value:
+        return target.value
+    return None
 
 
 def _parameters(node: cst.FunctionDef | cst.Lambda) -> set[str]:

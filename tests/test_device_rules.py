@@ -292,9 +292,10 @@ def test_ptl102_a_prune_and_evaluate_script_and_a_wrap_never_run(cli, tmp_path):
 
 
 def test_ptl102_wrappers_that_never_run_and_wraps_distribution_handles(cli, tmp_path):
-    """In files that train: a wrapper used only through `.module`, a wrapped
-    `ModuleList`, a wrap inside a LightningModule, and the fallback beside apex's
-    DDP or a `local_rank` test are left alone; a wrapper also called is reported."""
+    """In files that train: a wrapper used only through `.module` (or unwrapped
+    right after loading a checkpoint), a wrapped `ModuleList`, a wrap inside a
+    LightningModule, and the fallback beside apex's DDP or a `local_rank` test are
+    left alone; a wrapper also called is reported."""
     train = """\
     import torch
     import torch.nn as nn
@@ -311,6 +312,16 @@ def test_ptl102_wrappers_that_never_run_and_wraps_distribution_handles(cli, tmp_
         network = nn.DataParallel(Net(opt), device_ids=opt.gpus)
         network.module.load_state_dict(torch.load(opt.path, weights_only=True))
         self.network.module.decoder = network.module.decoder  # (`self.network` is another)
+    """)
+    write(tmp_path / "unwrapped.py", train + """\
+
+    def load_checkpoint(model, path):
+        checkpoint = torch.load(path, weights_only=True)
+        if "module." in next(iter(checkpoint)):
+            model = nn.DataParallel(model)
+            model.load_state_dict(checkpoint)
+            model = model.module  # the wrapper only read the `module.` keys
+        return model
     """)
     write(tmp_path / "called.py", train + """\
 
