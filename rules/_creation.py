@@ -386,7 +386,8 @@ def _full(factory: cst.Call, fill: cst.Call, device: cst.BaseExpression) -> cst.
 def requires_grad(factory: cst.Call) -> bool:
     """The factory is called with `requires_grad=` anything but a literal `False`."""
     grad = keyword(factory, "requires_grad")
-    return grad is not None and not (isinstance(grad.value, cst.Name) and grad.value.value == "False")
+    return grad is not None and not (
+        isinstance(grad.value, cst.Name) and grad.value.value == "False")
 
 
 def on_device(chain: Chain, name: str, device: cst.BaseExpression,

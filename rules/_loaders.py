@@ -651,8 +651,8 @@ def _first_batch_only(loop: cst.For) -> bool:
     last = last_statement(loop.body)
     if isinstance(last, cst.Break):
         return True
-    body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
-    return any(_stops_early(loop, guard) for guard in {id(s): s for s in (last, *body[:1])}.values())
+    first = loop.body.body[0] if isinstance(loop.body, cst.IndentedBlock) else None
+    return _stops_early(loop, last) or _stops_early(loop, first)
 
 
 def _stops_early(loop: cst.For, guard: cst.CSTNode | None) -> bool:

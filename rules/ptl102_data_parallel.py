@@ -70,7 +70,8 @@ class DataParallel(TracksTests, Rule):
       in the `else`/`elif` of an `if` whose test asks whether the run is
       distributed (`dist.is_initialized()`, `args.distributed`,
       `world_size > 1`, `args.local_rank != -1`, ...) or whose branch wraps in
-      `DistributedDataParallel` (torch's, apex's or fairscale's), in an `if not <that>:` branch, and in
+      `DistributedDataParallel` (torch's, apex's or fairscale's), in an
+      `if not <that>:` branch, and in
       `DistributedDataParallel(m) if dist.is_initialized() else DataParallel(m)`,
       and in an `if` of a function that also wraps the same model in
       `DistributedDataParallel` (`if n_gpu > 1: m = DataParallel(m)` beside
@@ -465,7 +466,8 @@ class DataParallel(TracksTests, Rule):
         uses = [(use, returned) for _, use, _, returned in self._uses(
             wrap.owner, {wrap.target}, {id(wrap.replaced)})]
         return any(use == "unwrapped" for use, _ in uses) and not any(
-            use in _RUNS or returned and use not in ("unwrapped", "inert") for use, returned in uses)
+            use in _RUNS or returned and use not in ("unwrapped", "inert")
+            for use, returned in uses)
 
     def _fixable(self, wrap: _Wrap) -> bool:
         """A script (a notebook kernel cannot be launched with torchrun), a call that can
