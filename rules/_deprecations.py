@@ -365,6 +365,12 @@ DEPRECATIONS: dict[str, Symbol] = table([
            since="2.0", fix=_fix_functional_call),
     Symbol("torch.backends.cuda.sdp_kernel", "deprecated", "torch.nn.attention.sdpa_kernel",
            since="2.3", fix=_fix_sdp_kernel, note="takes the list of backends to enable"),
+    # CUDA memory statistics: "cached" became "reserved" in torch 1.4 (the old names call
+    # the new ones).
+    *(Symbol(f"{module}.{old}", "deprecated", f"{module}.{new}", since="1.4", fix="rename")
+      for module in ("torch.cuda", "torch.cuda.memory")
+      for old, new in (("memory_cached", "memory_reserved"),
+                       ("max_memory_cached", "max_memory_reserved"))),
     # Testing and internals.
     Symbol("torch.testing.assert_allclose", "deprecated", "torch.testing.assert_close", since="1.12",
            note="it checks dtypes and uses other default tolerances; `check_dtype=False` matches more closely"),

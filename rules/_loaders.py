@@ -664,8 +664,12 @@ def _stops_early(loop: cst.For, guard: cst.CSTNode | None) -> bool:
     test, target = guard.test, loop.target
     counter = (target.elements[0].value if isinstance(target, cst.Tuple) and target.elements
                else None)
-    if not (isinstance(loop.iter, cst.Call) and last_name(loop.iter.func) == "enumerate"
-            and len(loop.iter.args) == 1 and isinstance(counter, cst.Name)
+    iterated = loop.iter
+    while isinstance(iterated, cst.Call) and last_name(iterated.func) in ("tqdm", "trange") \
+            and iterated.args and iterated.args[0].keyword is None:
+        iterated = iterated.args[0].value  # `tqdm(enumerate(loader), total=n)`
+    if not (isinstance(iterated, cst.Call) and last_name(iterated.func) == "enumerate"
+            and len(iterated.args) == 1 and isinstance(counter, cst.Name)
             and isinstance(test, cst.Comparison) and len(test.comparisons) == 1
             and isinstance(test.left, cst.Name) and test.left.value == counter.value
             and isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual,

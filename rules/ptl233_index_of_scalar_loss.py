@@ -5,6 +5,7 @@ import libcst as cst
 
 from ptlint.analysis.dataflow import last_name, var
 from ptlint.analysis.training import LOSS
+from ptlint.analysis.walk import descendants
 from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
 from ptlint.rule import Rule
@@ -18,9 +19,11 @@ class IndexOfScalarLoss(Rule):
     `loss = criterion(out, y)`, `loss = F.nll_loss(...)`,
     `loss = nn.MSELoss()(a, b)`; also a loss function's call indexed in
     place (`F.nll_loss(out, y).data[0]`). A name with any other binding in
-    the function, and a loss computed with `reduction="none"` or
-    `reduce=False` there (one value per element), are
-    not flagged.
+    the function, a loss computed with `reduction="none"` or
+    `reduce=False` there (one value per element), and an index taken where a
+    test has just found the value to be a tuple or a list (`out[0] if
+    isinstance(out, (tuple, list)) else out`: a loss function that returns
+    several values) are not flagged.
 
     ## Why is this bad?
     Before PyTorch 0.4 a loss was a one-element vector and `loss.data[0]`
@@ -74,7 +77,9 @@ class IndexOfScalarLoss(Rule):
         elif "loss" not in last_name(value).lower():
             return  # `x[0]`: only a name that says it is a loss (the rest are many)
         if isinstance(value, (cst.Name, cst.Attribute, cst.Call)):
-            self.indexed.append((node, value, self.model.site(node).ctx.function))
+            site = self.model.site(node)
+            if not _sequence_checked(self.model.path(node, site.ctx.function.node), value):
+                self.indexed.append((node, value, site.ctx.function))
 
     def leave_Module(self, original_node: cst.Module) -> None:
         # (what names hold is known once the whole file is walked)
@@ -83,6 +88,18 @@ class IndexOfScalarLoss(Rule):
                 value, cst.Call) else self.model.holds(var(value), function) == LOSS
             if loss and not _per_element(function.node):
                 self.report(node, replacement=call_method(value, "item"))
+
+
+def _sequence_checked(path: list[cst.CSTNode], value: cst.BaseExpression) -> bool:
+    """Indexed where a test has just found `value` to be a tuple or a list:
+    `out[0] if isinstance(out, (tuple, list)) else out`, or the body of such an
+    `if`: a loss function that returns several values."""
+    for parent, child in zip(path, path[1:]):
+        if type(parent) in (cst.If, cst.IfExp) and child is parent.body and any(
+                type(n) is cst.Name and n.value in ("tuple", "list") for n in descendants(
+                    parent.test)) and any(n.deep_equals(value) for n in descendants(parent.test)):
+            return True
+    return False
 
 
 def _per_element(node: cst.CSTNode) -> bool:
