@@ -117,6 +117,10 @@ MASKED = [
                                                  "    pass  # ptlint-magic:1"),
     ("%%time\ny = f(x)", "pass  # ptlint-magic:0\ny = f(x)"),
     ("\n%%timeit -n 10\ny = f(x)", "\npass  # ptlint-magic:0\ny = f(x)"),
+    # line magics without their `%` (IPython's automagic): not Python, so IPython
+    ("cd InstColorization/\npip install -r requirements.txt\nx = 1",
+     "pass  # ptlint-magic:0\npass  # ptlint-magic:1\nx = 1"),
+    ("load_ext autoreload\nautoreload 2", "pass  # ptlint-magic:0\npass  # ptlint-magic:1"),
     # not IPython: a `%` or `!` that continues a Python line, strings, comments
     ("y = (a\n     % b)", None),
     ("y = a \\\n    % b", None),
@@ -125,6 +129,9 @@ MASKED = [
     ("d = {1:\n  !=2}", None),
     ("x != y\nx = y if a else b", None),
     ("print('why?')\nf(x) % 2", None),
+    # a magic's name used as Python: Python
+    ("time = 3\ncd(path)\nls\nenv = dict(a=1)\ntime.sleep(1)\nconfig = {\n    'a': 1,\n}",
+     None),
 ]
 
 

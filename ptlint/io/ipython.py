@@ -79,13 +79,45 @@ class _Scan:
         return last
 
 
+# Line magics (and the shell aliases IPython defines) that notebooks call without
+# their `%`, as IPython's automagic (on by default) allows: `cd data`, `pip install x`.
+_AUTOMAGIC = frozenset({
+    "aimport", "autoreload", "bookmark", "cat", "cd", "conda", "config", "cp", "dhist", "env",
+    "history", "load_ext", "ls", "matplotlib", "mkdir", "mv", "pip", "popd", "precision",
+    "pushd", "pwd", "pylab", "reload_ext", "reset", "rm", "rmdir", "run", "set_env", "store",
+    "sx", "system", "time", "timeit", "who", "whos", "xmode"})
+_FIRST_NAME = re.compile(r"([A-Za-z_]\w*)(?:[ \t]|$)")
+
+
 def _is_magic(code: str) -> bool:
     """Whether a logical line (without its indentation) is IPython syntax."""
     if not code:
         return False
     # %magic, %%magic, !shell, !!shell, ?help, and auto-call (/f x, ,f x, ;f x):
     # none of them can start a Python statement.
-    return code[0] in "%!?/,;" or _MAGIC_ASSIGN.match(code) is not None
+    if code[0] in "%!?/,;" or _MAGIC_ASSIGN.match(code) is not None:
+        return True
+    return _automagic(code)
+
+
+def _automagic(code: str) -> bool:
+    """A line magic called without its `%` (`cd data`, `pip install torch`): a line
+    that starts with a magic's name and is not Python (`time = 3` is)."""
+    first = _FIRST_NAME.match(code)
+    if first is None or first.group(1) not in _AUTOMAGIC:
+        return False
+    import codeop
+    import warnings
+
+    try:  # (a statement that goes on in the next lines, `config = {`, is incomplete: Python)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            codeop.compile_command(_body(code), "<cell>", "exec")
+    except SyntaxError:
+        return True
+    except (ValueError, OverflowError, RecursionError, MemoryError):
+        return False
+    return False
 
 
 def free_marker(texts: list[str]) -> str:
@@ -120,7 +152,8 @@ class Masked:
 
 
 # Could a line of the cell be IPython syntax? If not (most cells), nothing to scan.
-_MAYBE_IPYTHON = re.compile(r"^[ \t\f]*[%!?/,;]|\?[ \t\f]*(?:#[^\r\n]*)?\r?$|=\s*[!%]", re.M)
+_MAYBE_IPYTHON = re.compile(r"^[ \t\f]*[%!?/,;]|\?[ \t\f]*(?:#[^\r\n]*)?\r?$|=\s*[!%]|"
+                            rf"^[ \t\f]*(?:{'|'.join(sorted(_AUTOMAGIC))})(?:[ \t]|\r?$)", re.M)
 
 
 def mask(source: str, next_id: int = 0, marker: str = MARKER) -> Masked | None:
