@@ -72,7 +72,7 @@ LOAD = {
     'PTL026': ('ptl026_step_bypasses_grad_scaler', ('scale(',), None),
     'PTL030': ('ptl030_retain_graph_without_reuse', ('retain_graph',), None),
     'PTL031': ('ptl031_parameter_data_write', ('.data',), None),
-    'PTL032': ('ptl032_eval_without_no_grad', ('.eval()',), None),
+    'PTL032': ('ptl032_eval_without_no_grad', ('.eval()', '.train(False)'), None),
     'PTL033': ('ptl033_tensor_from_tensor', ('tensor(',), None),
     'PTL090': ('ptl090_unused_noqa', (), None),
     'PTL101': ('ptl101_tensor_moved_after_creation', ('.cuda(', '.to('), None),

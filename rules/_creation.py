@@ -26,7 +26,7 @@ from ptlint.analysis.names import dotted, is_named
 # torch.<name>(...) creating a new tensor on the default device (the CPU).
 FACTORIES = frozenset({
     "tensor", "as_tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint",
-    "randperm", "arange", "linspace", "logspace", "eye", "tril_indices", "triu_indices",
+    "randperm", "arange", "range", "linspace", "logspace", "eye", "tril_indices", "triu_indices",
     "hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window",
 })
 # torch.<name>(t, ...) creating a tensor on t's device.
@@ -89,11 +89,12 @@ _DEVICE_GETTER = re.compile(r"_?get_(\w+_)?device")
 def computed(name: str, factory: cst.Call) -> bool:
     """Whether the factory's values are computed in floating point arithmetic that
     may round differently on an accelerator: the `COMPUTED` ones, and `arange`
-    unless its values are certainly whole numbers (`start` and `step` absent or
-    integer literals: then they are `start + i * step`, exact everywhere)."""
+    (and the deprecated `range`) unless its values are certainly whole numbers
+    (`start` and `step` absent or integer literals: then they are
+    `start + i * step`, exact everywhere)."""
     if name in COMPUTED:
         return True
-    if name != "arange":
+    if name not in ("arange", "range"):
         return False
     plain = [a.value for a in factory.args if a.keyword is None]
     start = argument(factory, "start", 0) if len(plain) >= 2 else keyword(factory, "start")

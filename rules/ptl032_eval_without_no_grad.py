@@ -88,7 +88,7 @@ class EvalWithoutNoGrad(Rule):
     code = "PTL032"
     message = "Model called in evaluation mode without `torch.no_grad()`: every batch builds a graph"
     tags = ("performance",)
-    requires_text = (".eval()",)
+    requires_text = (".eval()", ".train(False)")
 
     semantic = True
 

@@ -625,3 +625,17 @@ def test_ptl102_silent_where_the_file_makes_one_gpu_visible(cli, tmp_path):
     proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
     assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
         "also_read.py", "chosen.py", "listed_two.py", "two.py"], proc.stdout
+
+
+def test_ptl032_a_model_put_in_eval_mode_by_train_false_alone(cli, tmp_path):
+    """`model.train(False)` is eval mode: a file that never writes `.eval()` is read too."""
+    write(tmp_path / "predict.py", """\
+    import torch
+
+    def predict(model, loader):
+        model.train(False)
+        for inputs in loader:
+            print(model(inputs.cuda()).cpu())
+    """)
+    proc = cli(".", "--select", "PTL032", "--output-format", "json", cwd=tmp_path)
+    assert codes(proc) == [(6, "PTL032")]
