@@ -3,7 +3,9 @@ auto-call) masked with placeholder statements of the same line count, so that
 the cell parses as Python, and put back untouched afterwards."""
 from __future__ import annotations
 
+import codeop
 import re
+import warnings
 from dataclasses import dataclass
 
 from ptlint.io.text import lines_of
@@ -106,9 +108,6 @@ def _automagic(code: str) -> bool:
     first = _FIRST_NAME.match(code)
     if first is None or first.group(1) not in _AUTOMAGIC:
         return False
-    import codeop
-    import warnings
-
     try:  # (a statement that goes on in the next lines, `config = {`, is incomplete: Python)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
