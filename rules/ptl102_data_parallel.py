@@ -221,6 +221,8 @@ class DataParallel(TracksTests, Rule):
         self.evaluators: dict[str, set[int | str]] = {}  # see `_evaluators`
         self.containers: set[tuple[int, str]] = set()  # (owner, name) bound to a ModuleList
         self.lightning: set[int] = set()  # ids of the LightningModule classes of the file
+        self._by_owner: dict[int, list[tuple[str, str, bool, bool]]] = {}  # `_owner_uses`
+        self._never: dict[int, set[str]] = {}  # `_never_run`, by owner
 
     def visit_Module(self, node: cst.Module) -> None:
         self.owners.append(node)
@@ -463,11 +465,28 @@ class DataParallel(TracksTests, Rule):
         = donor.module.decoder`): never called, handed on, returned or aliased."""
         if wrap.target is None or "." in wrap.target:
             return False
-        uses = [(use, returned) for _, use, _, returned in self._uses(
-            wrap.owner, {wrap.target}, {id(wrap.replaced)})]
-        return any(use == "unwrapped" for use, _ in uses) and not any(
-            use in _RUNS or returned and use not in ("unwrapped", "inert")
-            for use, returned in uses)
+        never = self._never.get(id(wrap.owner))
+        if never is None:  # once per owner: the names some use through `.module`, less
+            never = self._never[id(wrap.owner)] = set()  # those some use runs the wrapper of
+            running = set()
+            for name, use, _, returned in self._owner_uses(wrap.owner):
+                if use == "unwrapped":
+                    never.add(name)
+                if use in _RUNS or returned and use not in ("unwrapped", "inert"):
+                    running.add(name)
+            never -= running
+        return wrap.target in never
+
+    def _owner_uses(self, owner: cst.CSTNode) -> list[tuple[str, str, bool, bool]]:
+        """The uses of every name `owner`'s wraps are assigned to, found in one walk
+        of it (see `_uses`; the wraps themselves, which read the unwrapped model,
+        left out)."""
+        found = self._by_owner.get(id(owner))
+        if found is None:
+            wraps = [w for w in self.wraps if w.owner is owner and w.target is not None]
+            found = self._by_owner[id(owner)] = self._uses(
+                owner, {w.target for w in wraps}, {id(w.replaced) for w in wraps})
+        return found
 
     def _fixable(self, wrap: _Wrap) -> bool:
         """A script (a notebook kernel cannot be launched with torchrun), a call that can
@@ -500,14 +519,9 @@ class DataParallel(TracksTests, Rule):
     def _inference_wraps(self, trains: bool) -> set[tuple[int, str]]:
         """(owner, target) of the wraps whose model is only used for inference; in
         a file that `trains`, also never handing out its parameters."""
-        owners: dict[int, tuple[cst.CSTNode, set[str], set[int]]] = {}
-        for wrap in self.wraps:
-            if wrap.target is not None:
-                _, targets, skip = owners.setdefault(id(wrap.owner), (wrap.owner, set(), set()))
-                targets.add(wrap.target)
-                skip.add(id(wrap.replaced))
-        return {(key, t) for key, (owner, targets, skip) in owners.items()
-                for t in self._inference_only(owner, targets, skip, trains)}
+        owners = {id(wrap.owner): wrap.owner for wrap in self.wraps if wrap.target is not None}
+        return {(key, t) for key, owner in owners.items()
+                for t in self._inference_only(owner, trains)}
 
     def _evaluated_here(self, wrap: _Wrap) -> bool:
         """In a file that also trains: the wrap's function puts the model in
@@ -528,18 +542,17 @@ class DataParallel(TracksTests, Rule):
         project's own `no_grad`-named wrapper; as a `with` item or a decorator."""
         return grad_mode(expr, self.qualified_name) == OFF
 
-    def _inference_only(self, owner: cst.CSTNode, targets: set[str],
-                        skip: set[int], trains: bool) -> set[str]:
+    def _inference_only(self, owner: cst.CSTNode, trains: bool) -> set[str]:
         """The targets (wrapped models) of `owner` that are run under `no_grad` and
         whose every other use leaves them unrun (`.eval()`, `.load_state_dict()`,
         `print`), never returned; where the file `trains`, whose parameters are
         never handed out either (a frozen backbone: DDP refuses a model without a
         parameter that requires grad, and has nothing to do for one under
-        `no_grad`). `skip`: the wraps, which read the unwrapped model."""
+        `no_grad`)."""
         run: set[str] = set()
         trained: set[str] = set()
         loaded: set[str] = set()
-        for name, use, no_grad, returned in self._uses(owner, targets, skip):
+        for name, use, no_grad, returned in self._owner_uses(owner):
             if use == "loaded":
                 loaded.add(name)
             if returned and use != "called" or use == "alias" or (
