@@ -77,16 +77,15 @@ class IndexOfScalarLoss(Rule):
         elif "loss" not in last_name(value).lower():
             return  # `x[0]`: only a name that says it is a loss (the rest are many)
         if isinstance(value, (cst.Name, cst.Attribute, cst.Call)):
-            site = self.model.site(node)
-            if not _sequence_checked(self.model.path(node, site.ctx.function.node), value):
-                self.indexed.append((node, value, site.ctx.function))
+            self.indexed.append((node, value, self.model.site(node).ctx.function))
 
     def leave_Module(self, original_node: cst.Module) -> None:
         # (what names hold is known once the whole file is walked)
         for node, value, function in self.indexed:
             loss = self.model.bindings.is_loss_call(value, function) if isinstance(
                 value, cst.Call) else self.model.holds(var(value), function) == LOSS
-            if loss and not _per_element(function.node):
+            if loss and not _per_element(function.node) and not _sequence_checked(
+                    self.model.path(node, function.node), value):
                 self.report(node, replacement=call_method(value, "item"))
 
 
