@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import (bound, closure, last_name, method_name, target_vars, var,
-                                     vars_in)
+from ptlint.analysis.dataflow import (PY_CONVERSIONS, bound, closure, last_name, method_name,
+                                     target_vars, var, vars_in)
 from ptlint.analysis.names import dotted
 from ptlint.analysis.semantic import BACKPROP, BACKWARD, Function
 from ptlint.analysis.walk import children
@@ -28,8 +28,9 @@ _REPORTING = frozenset({"print", "log", "info", "debug", "warning", "warn", "err
                         "add_scalar", "add_scalars", "write", "set_postfix", "set_description",
                         "log_dict", "log_metrics"})
 _GRAPH_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power)
-# Builtins that turn a tensor into a Python value.
-_HOST = frozenset({"float", "int", "bool", "str", "len", "round"})
+# Builtins that turn a tensor into a Python value (`float(loss)`; not `round`, whose
+# result is a tensor).
+_HOST = frozenset(name.removeprefix("builtins.") for name in PY_CONVERSIONS)
 
 _LOSS, _OUTPUT, _DETACHED, _OTHER = "loss", "output", "detached", "other"
 
