@@ -600,6 +600,14 @@ def test_nesting_estimate_is_small_on_real_code_and_large_on_deep_code():
     assert nesting("x = 1 + \\\n" * 600 + "  2\n")[0] > DEPTH_LIMIT
     # brackets and operators in strings and comments do not count
     assert nesting("x = '((((' + \"[[\" # (((\n" * 600)[0] < 10
+    # a large file is counted per paragraph, a paragraph joined to the next while a
+    # bracket is open or a line goes on after a backslash
+    many = "def f(a, b):\n    return a.b(c[0] + d) * (e - f)\n\n" * 200
+    assert nesting(many)[0] == 0
+    deep = "x = [(\n" + "    a +\n\n" * 600 + "    a)]\n"
+    assert nesting(many + deep + many)[0] > DEPTH_LIMIT
+    assert nesting(many + deep.replace("(", "").replace(")", "") + many)[0] > DEPTH_LIMIT
+    assert nesting(many + "x = 1 + \\\n" * 300 + "\n" + "  2 + \\\n" * 300 + "  3\n")[0] > 0
 
 
 def test_libcst_only_failure_is_not_a_syntax_error():

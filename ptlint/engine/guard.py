@@ -159,6 +159,8 @@ def nesting(text: str) -> tuple[int, int, int]:
     if sum(map(text.count, _DEEP_TEXT)) <= DEPTH_LIMIT:
         return 0, 1, 0  # not enough operators in the whole file: the common case
     code = _NOT_CODE.sub(_only_newlines, text)
+    if _paragraphs_shallow(code):
+        return 0, 1, 0  # not enough in any statement: the common case of a large file
     stack: list[tuple[int, int, int]] = []
     ops = child = best = 0  # operators in this element, its deepest bracket, best element so far
     worst = where = brackets = 0
@@ -190,6 +192,28 @@ def nesting(text: str) -> tuple[int, int, int]:
             worst, where = ops + child, match.start()
     line = len(_LINE_BREAK.findall(code, 0, where)) + 1
     return worst, line, brackets
+
+
+def _paragraphs_shallow(code: str) -> bool:
+    """Whether no statement of `code` (strings and comments blanked) holds more
+    operators and brackets than BRACKET_LIMIT, which keeps its depth (at most
+    twice that) under DEPTH_LIMIT and its brackets under BRACKET_LIMIT. Counted
+    per paragraph (text between blank lines), a paragraph joined to the next
+    while a bracket is open or a line ends with a backslash: a few counts of
+    `str.count` per paragraph instead of one step per operator."""
+    joined = opened = 0  # operators of the statements still open, brackets open
+    for paragraph in code.split("\n\n"):
+        count = sum(map(paragraph.count, _DEEP_TEXT))
+        joined = joined + count if opened else count
+        if joined > BRACKET_LIMIT:
+            return False
+        opened += (paragraph.count("(") + paragraph.count("[") + paragraph.count("{")
+                   - paragraph.count(")") - paragraph.count("]") - paragraph.count("}"))
+        if opened < 0:  # not Python: leave it to the full count
+            return False
+        if paragraph.rstrip(" \t\r\n").endswith("\\"):
+            opened += 1 if not opened else 0  # (a continued line joins the next paragraph)
+    return True
 
 
 def too_deep(text: str, path: str, what: str = "file") -> Finding | str | None:
