@@ -147,13 +147,19 @@ _ENABLE_GRAD = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
 def grad_mode(expr: cst.BaseExpression, resolve: Resolve) -> str | None:
     """What a `with` item or a decorator does to gradients: `OFF` for
     `torch.no_grad()`, `torch.inference_mode()`, `set_grad_enabled(False)` and a
-    project's own wrapper named like them (`@smart_inference_mode()`); `ON` for
+    project's own wrapper named like them (`@smart_inference_mode()`) or told to
+    turn gradients off (`with eval_mode(model, no_grad=True)`); `ON` for
     `enable_grad()`, `set_grad_enabled(True)`; `MAYBE` for `set_grad_enabled(<condition>)`."""
     call = expr if type(expr) is cst.Call else None
     func = call.func if call is not None else expr
     last = last_name(func)
     if not last:
         return None
+    if call is not None and any(
+            a.keyword is not None and a.keyword.value in ("no_grad", "inference_mode")
+            and type(a.value) is cst.Name and a.value.value == "True" for a in call.args) and not (
+            resolve(func) or "").startswith("torch."):
+        return OFF
     first = call.args[0].value if call is not None and call.args else None
     literal = first.value if type(first) is cst.Name and first.value in ("True", "False") else None
     if "no_grad" in last or "inference_mode" in last:
