@@ -133,8 +133,8 @@ class TensorMovedAfterCreation(Rule):
       `t`'s device, so with `t` on the GPU nothing touches host memory;
     - a factory (with the same steps) assigned to a name that the next
       statement moves: `x = torch.zeros(n)` then `x = x.cuda()`, or
-      `if x.is_cuda: x = x.cuda()`, or `x = x.long().to(device)` (casts and
-      views on the way), also in a tuple (`x, z = x.cuda(), z.cuda()`);
+      `if x.is_cuda: x = x.cuda()`, or `x = x.long().to(device)` and
+      `x = x.to(device).float()` (casts and views on the way), also in a tuple (`x, z = x.cuda(), z.cuda()`);
       items set to a number in between (`x[0, 0] = 0`,
       `x[:, 0] = math.inf`) do not count, nor does filling it in place
       (`x.normal_(0, 1)`, `x.zero_()`: the move is reported without a fix),
@@ -636,8 +636,8 @@ def _moves(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
 
 
 def _move_of(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
-    """`x = x.cuda()`, `x = x.to(device)`, also after casts and views of `x`
-    (`x = x.long().to(device)`), and several at once (`x, z = x.cuda(),
+    """`x = x.cuda()`, `x = x.to(device)`, also with casts and views of `x`
+    (`x = x.long().to(device)`, `x = x.to(device).float()`), and several at once (`x, z = x.cuda(),
     z.cuda()`); [] for anything else."""
     assigned = _target_and_value(statement)
     if assigned is None:
@@ -655,7 +655,12 @@ def _move_of(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
 
 
 def _moved(target: cst.BaseExpression, value: cst.BaseExpression) -> tuple[str, cst.Call] | None:
-    """(name, move) when `value` moves the name `target` (through casts and views)."""
+    """(name, move) when `value` moves the name `target` (through casts and views,
+    before or after the move: `x.long().cuda()`, `x.to(device).float()`)."""
+    while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+           and (value.func.attr.value in CASTS or value.func.attr.value in VIEWS)
+           and isinstance(value.func.value, cst.Call)):
+        value = value.func.value
     if not (isinstance(target, cst.Name) and isinstance(value, cst.Call)
             and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("cuda", "to")):
         return None
