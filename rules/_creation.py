@@ -109,7 +109,7 @@ def _integer(node: cst.BaseExpression) -> bool:
 
 
 def string_value(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         value = node.evaluated_value
         return value if isinstance(value, str) else None
     return None
@@ -198,14 +198,13 @@ def classify(call: cst.Call, resolve: Resolve) -> Op | None:
     func = call.func
     if any(a.star for a in call.args):
         return None
-    if (isinstance(func, (cst.Name, cst.Attribute)) and call.args
-            and call.args[0].keyword is None and resolve(func) in FILL_FUNCTIONS):
-        return Op(call, "fill", function=True)
-    if (isinstance(func, (cst.Name, cst.Attribute)) and call.args
-            and call.args[0].keyword is None and resolve(func) in VARIABLE
-            and all(a.keyword is not None and a.keyword.value == "volatile"
-                    for a in call.args[1:])):
-        return Op(call, "view", function=True)  # `Variable(t)` is `t` since torch 0.4
+    if type(func) in (cst.Name, cst.Attribute) and call.args and call.args[0].keyword is None:
+        qualified = resolve(func)
+        if qualified in FILL_FUNCTIONS:
+            return Op(call, "fill", function=True)
+        if qualified in VARIABLE and all(a.keyword is not None and a.keyword.value == "volatile"
+                                         for a in call.args[1:]):
+            return Op(call, "view", function=True)  # `Variable(t)` is `t` since torch 0.4
     if not isinstance(func, cst.Attribute):
         return None
     method = func.attr.value
@@ -300,14 +299,14 @@ def _whole(expr: cst.Subscript) -> bool:
 def unwind(expr: cst.BaseExpression, resolve: Resolve) -> Chain | None:
     """The factory call under a chain of ops, or None when `expr` is anything else."""
     ops: list[Op] = []
-    while isinstance(expr, (cst.Call, cst.BinaryOperation, cst.Subscript)):
-        if isinstance(expr, cst.Subscript):
+    while type(expr) in (cst.Call, cst.BinaryOperation, cst.Subscript):
+        if type(expr) is cst.Subscript:
             if not _whole(expr):
                 return None
             ops.append(Op(expr, "view"))
             expr = expr.value
             continue
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.BinaryOperation:
             op = _arithmetic(expr)
             if op is None:
                 return None

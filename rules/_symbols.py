@@ -292,7 +292,7 @@ class SymbolRule(Rule):
                 self._handled(target.target)
 
     def _handled(self, node: cst.BaseExpression) -> None:
-        while isinstance(node, cst.Attribute):
+        while type(node) is cst.Attribute:
             self.handled.add(id(node))
             node = node.value
 

@@ -63,7 +63,7 @@ class CheckpointWithoutUseReentrant(Rule):
     torch_versions = ">=1.11"
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, (cst.Call, cst.Subscript)):
+        if type(node.func) in (cst.Call, cst.Subscript):
             return
         if not self.is_name(node.func, _CHECKPOINT, _SEQUENTIAL):
             return

@@ -398,7 +398,7 @@ class TensorMovedAfterCreation(Rule):
         if self.device_blocks or self.default_changed:
             return None
         factory = chain.factory
-        if isinstance(factory.func, (cst.Call, cst.Subscript)):
+        if type(factory.func) in (cst.Call, cst.Subscript):
             return None
         kind = self._factory(factory)
         if kind is None:
@@ -582,7 +582,7 @@ class TensorMovedAfterCreation(Rule):
     def _is_cpu(self, node: cst.BaseExpression) -> bool:
         """`"cpu"`, `"cpu:0"`, `torch.device("cpu")`, a name bound once to one of
         those: where factories create anyway."""
-        if isinstance(node, cst.Name) and self.scope.cpu_device(node.value):
+        if type(node) is cst.Name and self.scope.cpu_device(node.value):
             return True
         if isinstance(node, cst.Call) and self.is_name(node.func, "torch.device"):
             first = positional(node, 0) or keyword(node, "type")
@@ -626,7 +626,7 @@ def _moves(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
     """(name, call) of `name = name.cuda()` / `name = name.to(device)`: the
     statement itself, or every statement of an `if` without `else` when each is
     such a move; [] otherwise."""
-    if isinstance(statement, cst.If) and statement.orelse is None:
+    if type(statement) is cst.If and statement.orelse is None:
         block = statement.body
         lines = block.body if isinstance(block, cst.IndentedBlock) \
             else [cst.SimpleStatementLine(body=block.body)]

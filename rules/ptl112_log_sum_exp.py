@@ -129,4 +129,4 @@ class LogSumExp(Rule):
 
 def _shifted(x: cst.BaseExpression) -> bool:
     """`x - m`: the author subtracts (the maximum, as a rule) to keep `exp` finite."""
-    return isinstance(x, cst.BinaryOperation) and isinstance(x.operator, cst.Subtract)
+    return type(x) is cst.BinaryOperation and type(x.operator) is cst.Subtract

@@ -101,7 +101,7 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
             self.fallbacks -= 1
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.fallbacks or isinstance(node.func, (cst.Call, cst.Subscript)):
+        if self.fallbacks or type(node.func) in (cst.Call, cst.Subscript):
             return
         if not self.is_name(node.func, "torch.load", "torch.serialization.load") or self._tests:
             return

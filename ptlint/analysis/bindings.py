@@ -76,8 +76,8 @@ class Bindings:
                     self._bind(local, target, None, fn)
 
     def _bind(self, local: dict, target, value, fn: "Function") -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
-            values = value.elements if isinstance(value, (cst.Tuple, cst.List)) and len(
+        if type(target) in (cst.Tuple, cst.List):
+            values = value.elements if type(value) in (cst.Tuple, cst.List) and len(
                 value.elements) == len(target.elements) else None
             whole = None if value is None or values else self._value(local, value, fn)
             for i, element in enumerate(target.elements):

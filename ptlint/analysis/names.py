@@ -216,9 +216,9 @@ class NameResolver(Visitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         alias = None
-        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+        if len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
             # `nn = torch.nn` / `F = torch.nn.functional`: a module alias
-            if isinstance(node.value, (cst.Name, cst.Attribute)):
+            if type(node.value) in (cst.Name, cst.Attribute):
                 alias = self.qualified_name(node.value)
         fallback = type(node.value) is cst.Name and node.value.value == "None"
         if fallback:

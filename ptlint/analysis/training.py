@@ -58,7 +58,7 @@ def value_kind(value: cst.BaseExpression, resolve: Resolve, classes: dict) -> st
     the classes defined in the file to their kind (`MODULE`, `CONTAINER`, `INSTANCE`)."""
     while method_name(value) in _KEEP_KIND:
         value = value.func.value  # `nn.MSELoss().to(device)`, `Net().cuda()`
-    if isinstance(value, _CONTAINER_LITERALS):
+    if type(value) in _CONTAINER_LITERALS:
         return CONTAINER
     if type(value) is cst.IfExp:
         kinds = {value_kind(value.body, resolve, classes), value_kind(value.orelse, resolve, classes)}
