@@ -324,27 +324,59 @@ import sys
 sys.path.append("core")
 
 import torch
+from torch import FloatTensor
 
-try:
-    from torch.cuda.amp import GradScaler
-except ImportError:  # torch < 1.6
-    class GradScaler:
-        pass
-
-scaler = GradScaler(enabled=True)
+x = FloatTensor([1.0, 2.0])
 """
     proc, text = _fix(tmp_path, before)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert text == before.replace("= GradScaler(", '= torch.amp.GradScaler("cuda", ')
+    assert text.count("import torch\n") == 1 and "x = torch.tensor(" in text, text
+    assert text.startswith('import sys\nsys.path.append("core")\n\nimport torch\n'), text
     # where it is missing, it is still added, once
-    missing = before.replace("import torch\n", "from torch import FloatTensor\n") \
-        .replace("GradScaler(enabled=True)", "FloatTensor([1.0, 2.0])")
+    missing = ('import sys\nsys.path.append("core")\n\nfrom torch import FloatTensor\n\n'
+               "x = FloatTensor([1.0, 2.0])\n")
     proc, text = _fix(tmp_path, missing)
     assert text.count("import torch\n") == 1 and "torch.tensor(" in text, text
     # an import below a line the fix makes use it does not count: that line runs first
     late = "from torch import FloatTensor\nx = FloatTensor([1.0, 2.0])\nimport torch\n"
     proc, text = _fix(tmp_path, late, "--torch-version", "2.4")
     assert text.index("import torch\n") < text.index("x = torch.tensor("), text
+
+
+def test_a_torch_import_goes_below_the_settings_a_script_makes_before_importing_torch(tmp_path):
+    """Libraries read some settings when torch is loaded (`OMP_NUM_THREADS`) or
+    starts CUDA (`CUDA_VISIBLE_DEVICES`): a torch import the fix needs goes after
+    the file's own first torch import, not above the code that runs before it."""
+    before = """\
+\"\"\"Train.\"\"\"
+import os
+
+os.environ["OMP_NUM_THREADS"] = "4"
+os.environ["CUDA_VISIBLE_DEVICES"] = "0,1"
+
+import torch.nn as nn
+
+
+def train(net, loader, opt):
+    model = nn.DataParallel(net).cuda()
+    for x, y in loader:
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+"""
+    proc, text = _fix(tmp_path, before, "--select", "PTL102", "--unsafe-fixes")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "DistributedDataParallel(net.cuda())" in text, text
+    settings = text.index('os.environ["CUDA_VISIBLE_DEVICES"]')
+    own = text.index("import torch.nn as nn\n")
+    for added in ("import torch\n", "from torch.nn.parallel import DistributedDataParallel\n"):
+        assert text.count(added) == 1 and text.index(added) > own > settings, text
+    # with nothing but imports above it, the imports join the file's import block
+    plain = before.replace('os.environ["OMP_NUM_THREADS"] = "4"\n', "").replace(
+        'os.environ["CUDA_VISIBLE_DEVICES"] = "0,1"\n', "")
+    proc, text = _fix(tmp_path, plain, "--select", "PTL102", "--unsafe-fixes")
+    assert ("import os\n\n\nimport torch.nn as nn\nimport torch\n"
+            "from torch.nn.parallel import DistributedDataParallel\n") in text, text
 
 
 REWRAPS = """\

@@ -90,6 +90,37 @@ def _module_level_imports(module: cst.Module) -> set[str]:
     return found
 
 
+def _after_first_torch_import(module: cst.Module, wanted: list[str]
+                              ) -> tuple[cst.Module, list[str]]:
+    """Torch imports placed right after the file's first top-level torch import
+    when code runs above that one (`os.environ["CUDA_VISIBLE_DEVICES"] = "1"`,
+    `os.environ["OMP_NUM_THREADS"] = "4"`: settings torch reads when it is loaded
+    or starts, which an import added at the top would load torch before); the
+    other imports, for `AddImportsVisitor`."""
+    torch_wanted = [w for w in wanted if w.split()[1].split(".")[0] == "torch"]
+    code_above = False
+    for i, line in enumerate(module.body):
+        smalls = line.body if isinstance(line, cst.SimpleStatementLine) else ()
+        imports = [small for small in smalls if isinstance(small, (cst.Import, cst.ImportFrom))]
+        modules = [dotted(a.name) for small in imports if isinstance(small, cst.Import)
+                   for a in small.names] + [
+                   dotted(small.module) for small in imports if isinstance(small, cst.ImportFrom)
+                   and small.module is not None and not small.relative]
+        if any((name or "").split(".")[0] == "torch" for name in modules):
+            if not (code_above and torch_wanted):
+                break
+            added = [cst.parse_statement(statement) for statement in torch_wanted]
+            body = [*module.body[:i + 1], *added, *module.body[i + 1:]]
+            return (module.with_changes(body=body),
+                    [w for w in wanted if w not in torch_wanted])
+        docstring = i == 0 and len(smalls) == 1 and isinstance(smalls[0], cst.Expr) and \
+            isinstance(smalls[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        if not docstring and (not smalls or any(
+                not isinstance(small, (cst.Import, cst.ImportFrom, cst.Pass)) for small in smalls)):
+            code_above = True
+    return module, wanted
+
+
 def add_imports(text: str, imports: Iterable[str]) -> str:
     """Add `import x` / `from x import y` statements the fixes need, once each."""
     wanted = sorted(set(imports))
@@ -102,6 +133,7 @@ def add_imports(text: str, imports: Iterable[str]) -> str:
     wanted = [w for w in wanted if w not in _module_level_imports(module)]
     if not wanted:
         return text
+    module, wanted = _after_first_torch_import(module, wanted)
     context = CodemodContext()
     for statement in wanted:
         parts = statement.split()
@@ -109,7 +141,7 @@ def add_imports(text: str, imports: Iterable[str]) -> str:
             AddImportsVisitor.add_needed_import(context, parts[1])
         else:  # from a.b import c
             AddImportsVisitor.add_needed_import(context, parts[1], parts[3])
-    code = AddImportsVisitor(context).transform_module(module).code
+    code = (AddImportsVisitor(context).transform_module(module) if wanted else module).code
     if text.endswith("\r") and not code.endswith("\r"):
         code += "\r"  # LibCST drops a final lone \r (classic Mac line endings)
     if module.default_newline == "\r" and "\n" in text and not _lines_kept(text, code):
