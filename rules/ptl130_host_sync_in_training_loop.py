@@ -98,7 +98,9 @@ class HostSyncInTrainingLoop(Rule):
     (`if step % log_every == 0:`, not a bare `if step % k:`, which holds on
     all steps but one in `k`; `if i == len(loader) - 1:`,
     `if args.verbose:`, `if regularize:` after `regularize = i % k == 0` in
-    the loop, and `and`/`or` of such flags: `if early or late:`), under a
+    the loop, and `and`/`or` of such flags: `if early or late:`; but not a
+    test without `%` whose branch holds the backward call too, which picks a
+    mode, `if is_train == 0:`, and runs on every step), under a
     process guard (`if rank == 0:`,
     `if is_main_process():`), in `except` handlers and in an `if` that leaves
     the loop (its body ends in `break`, `return`, `raise` or `sys.exit(...)`:

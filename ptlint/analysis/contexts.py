@@ -64,21 +64,35 @@ class Site:
         process guard (`step % k == 0`, `rank == 0`, or a name the loop binds to
         one: `regularize = i % k == 0`), in an `except` handler, or in the body
         of an `if` that leaves the loop (it ends in `break`, `return`, `raise`
-        or `sys.exit(...)`: it runs once at most)."""
+        or `sys.exit(...)`: it runs once at most). A test without `%` whose
+        branch also backpropagates (`if is_train == 0:` around the whole step)
+        picks a mode, not steps: that branch runs on every training step."""
         path = self.ctx.function.model.path(self.node, loop.node)
         nested = False  # inside a loop within `loop`: a `break` leaves only that one
         for node, inner in zip(path, path[1:]):
-            if type(node) is cst.ExceptHandler or (type(node) is cst.If and inner is not node.test
-                                                   and (t.schedule_test(node.test)
-                                                        or _scheduled_name(node.test, loop.node)
-                                                        or inner is node.body
-                                                        and _leaves(node.body, not nested))):
+            if type(node) is cst.ExceptHandler:
+                return True
+            if type(node) is cst.If and inner is not node.test and (
+                    _scheduled_name(node.test, loop.node)
+                    or t.schedule_test(node.test) and not _mode(node.test, inner, self)
+                    or inner is node.body and _leaves(node.body, not nested)):
                 return True
             nested |= type(node) in (cst.For, cst.While) and node is not loop.node
         return False
 
 
+
 _EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+
+
+def _mode(test: cst.BaseExpression, branch: cst.CSTNode, site: Site) -> bool:
+    """`if is_train == 0:` (no `%`) around a backward call of the function: the test
+    picks a mode, and the branch runs on every training step."""
+    if any(type(n) is cst.Modulo for n in descendants(test)):
+        return False  # `if i % n_critic == 0:` trains the generator every n-th step
+    backward = [s for s in site.ctx.function.all_sites() if s.kind == BACKWARD]
+    inside = {id(n) for n in descendants(branch)} if backward else set()
+    return any(id(s.node) in inside for s in backward)
 
 
 def _leaves(block: cst.BaseSuite, breaks: bool) -> bool:
