@@ -7,7 +7,9 @@ one in `pyproject.toml` (`[project]` dependencies and optional dependencies),
 `requirements*.txt`, `setup.cfg` (`install_requires`, `extras_require`), a
 literal `install_requires` / `extras_require` in `setup.py`, or a conda
 environment file (`environment.yml`: `pytorch=1.7.1`, and its `pip:` list); each raised to the
-torch release a torchvision requirement of the same list needs, when that is newer.
+torch release a torchvision requirement of the same list needs, when that is newer. A
+requirement with only an upper bound (`torch<2`) gives the installed torch if it admits
+that, else the newest release it admits.
 Without a
 declaration, the installed torch (read from its metadata: torch is never
 imported), else the newest version ptlint knows.
@@ -112,8 +114,15 @@ def declared_version(folder: Path, memo: dict[str, Target | None]) -> Target | N
     vision: dict[str, Target] = {}  # list -> what its torchvision requirements need
     for req, line, source in _requirements(folder):
         if req.name == "torch":
-            if (lowest := lowest_admitted(req)) is not None:
-                torch.append((lowest, line, source))
+            if (lowest := lowest_admitted(req)) is None:
+                continue
+            if not any(item.operator in _FLOORS for item in req.specifier):
+                # `torch<=2.1.1` sets a ceiling, not a floor: its oldest release is
+                # no version the project runs; as with no requirement, the
+                # installed torch, or the newest release it admits
+                lowest, how = newest_admitted(req)
+                line = f"{line}, which sets no lower bound: {how}"
+            torch.append((lowest, line, source))
         elif (lowest := lowest_admitted(req, _VISION_RELEASES)) is not None:
             needs = torch_for_torchvision(lowest)
             if needs is not None and (source not in vision or needs > vision[source][0]):
@@ -131,6 +140,30 @@ def declared_version(folder: Path, memo: dict[str, Target | None]) -> Target | N
         answer = declared_version(folder.parent, memo)
     memo[key] = answer
     return answer
+
+
+_FLOORS = frozenset({">=", ">", "==", "~=", "==="})
+
+
+def newest_admitted(req: Requirement) -> Target:
+    """For a requirement with only an upper bound: the installed torch when it
+    admits that, else the newest release (or version it names) it admits."""
+    installed = installed_or_newest()[0]
+    if req.specifier.contains(installed):
+        return installed, "the installed torch"
+    named = {Version(item.version.removesuffix(".*")) for item in req.specifier
+             if _valid(item.version.removesuffix(".*"))}
+    admitted = [v for v in {*_RELEASES, *named} if req.specifier.contains(v)]
+    newest = max(admitted, default=_RELEASES[0])
+    return newest, "the newest release it admits"
+
+
+def _valid(version: str) -> bool:
+    try:
+        Version(version)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def lowest_admitted(req: Requirement, releases: list[Version] = _RELEASES) -> Version | None:

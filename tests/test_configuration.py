@@ -101,6 +101,10 @@ def test_a_broken_nested_configuration_is_a_clear_error(cli, tmp_path):
                         "  - torchvision=0.14.1=py39_cu117\n", "1.13.1"),
     ("conda_env.yaml", "dependencies:\n  - pytorch::pytorch\n  - pip\n  - pip:\n"
                        "    - torch==2.0.1\n", "2.0.1"),
+    # a ceiling is no floor: not torch 1.0, but the newest release it admits (the
+    # installed torch, 2.13, is above it)
+    ("requirements.txt", "torch<2\n", "1.13"),
+    ("environment.yml", "dependencies:\n  - python=3.9\n  - pytorch<=2.1.1\n", "2.1.1"),
 ])
 def test_the_torch_version_comes_from_the_project(cli, tmp_path, name, content, version):
     (tmp_path / name).write_text(content)
