@@ -76,7 +76,7 @@ def catches(handler: cst.ExceptHandler, names: frozenset[str]) -> bool:
     return any((dotted(item) or "").rsplit(".", 1)[-1] in names for item in items)
 
 
-def _tries_a_fallback(node: cst.Try) -> bool:
+def tries_a_fallback(node: cst.Try) -> bool:
     """`try: <the old API> except ImportError: <the new one>` (or a bare `except:`, or
     `except Exception:`): the old API is tried deliberately, with a way out."""
     return any(handler.type is None or catches(handler, _FALLBACK_ERRORS | _ANY_ERROR)
@@ -185,10 +185,10 @@ class SymbolRule(Rule):
 
     # -- detection -------------------------------------------------------------------
     def visit_Try_body(self, node: cst.Try) -> None:
-        self.fallbacks += _tries_a_fallback(node)
+        self.fallbacks += tries_a_fallback(node)
 
     def leave_Try_body(self, node: cst.Try) -> None:
-        self.fallbacks -= _tries_a_fallback(node)
+        self.fallbacks -= tries_a_fallback(node)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         if catches(node, _FALLBACK_ERRORS):

@@ -14,6 +14,7 @@ from ptlint.fixers.arguments import (
 from ptlint.model import Safety
 from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
+from ptlint.rules._symbols import tries_a_fallback
 from ptlint.analysis.walk import descendants
 
 # deprecated qualified name -> (member of torch.amp, device type)
@@ -53,6 +54,7 @@ class _Binding:
     statement: cst.Import | cst.ImportFrom
     alias: cst.ImportAlias
     target: str  # what the local name refers to
+    tried: bool = False  # in the body of a `try` that falls back when the import fails
 
 
 def _chain(node: cst.BaseExpression) -> list[cst.Name] | None:
@@ -88,7 +90,12 @@ class DeprecatedAmpApi(Rule):
 
     Branches that already offer the `torch.amp` form as a fallback for older
     torch (`torch.amp.GradScaler("cuda") if new_torch else
-    torch.cuda.amp.GradScaler()`, a `try`/`except` around it) are not flagged.
+    torch.cuda.amp.GradScaler()`, a `try`/`except` around it) are not flagged,
+    nor are names imported in the body of a `try` whose handler catches
+    `ImportError` (or `AttributeError`, any exception, a bare `except:`): `try:
+    from torch.cuda.amp import autocast` then `except ImportError: amp = False`
+    is written for torch versions without `torch.amp.GradScaler` (before 2.3),
+    which the rewritten import would silently turn off.
 
     ## Example
     ```python
@@ -146,6 +153,7 @@ class DeprecatedAmpApi(Rule):
         self.uses: list[_Use] = []
         self.compat: set[int] = set()  # ids of calls and decorators in version-compat branches
         self.check_compat = any(t in context.source for t in _NEW_API_TEXT)
+        self.tries = 0  # depth of `try` bodies whose handlers fall back when an import fails
         self.use_ids: set[int] = set()
         self.open_uses = 0  # deprecated calls being visited (their arguments are inside)
         self.nested = False
@@ -181,7 +189,13 @@ class DeprecatedAmpApi(Rule):
 
     def _bind(self, local: str, statement, alias: cst.ImportAlias, target: str | None) -> None:
         self.imported[local].add(target or "")
-        self.bindings[local].append(_Binding(statement, alias, target or ""))
+        self.bindings[local].append(_Binding(statement, alias, target or "", self.tries > 0))
+
+    def visit_Try_body(self, node: cst.Try) -> None:
+        self.tries += tries_a_fallback(node)
+
+    def leave_Try_body(self, node: cst.Try) -> None:
+        self.tries -= tries_a_fallback(node)
 
     # -- version-compat branches -----------------------------------------------------
     def _offers_new_api(self, node: cst.CSTNode | None) -> bool:
@@ -309,6 +323,8 @@ class DeprecatedAmpApi(Rule):
             ambiguous = use.local is not None and len(self.imported[use.local]) > 1
             if ambiguous:
                 continue  # imported from more than one place: which one runs is unknown
+            if use.local is not None and any(b.tried for b in self.bindings[use.local]):
+                continue  # imported for torch versions that may lack `torch.amp`'s form
             new_form = (f'torch.amp.{use.member}("{use.device}", ...)' if use.member in
                         ("autocast", "GradScaler") else
                         f'torch.amp.{use.member}(device_type="{use.device}")')
