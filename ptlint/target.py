@@ -5,8 +5,9 @@ the project's declared requirement admits, read from the nearest folder (the
 linted file's folder, then its parents up to the repository root) that declares
 one in `pyproject.toml` (`[project]` dependencies and optional dependencies),
 `requirements*.txt`, `setup.cfg` (`install_requires`, `extras_require`), a
-literal `install_requires` / `extras_require` in `setup.py`, or a conda
-environment file (`environment.yml`: `pytorch=1.7.1`, and its `pip:` list); each raised to the
+literal `install_requires` / `extras_require` in `setup.py`, Cog's `cog.yaml`
+(`build: python_packages:`), or a conda environment file (`environment.yml`, or any
+YAML file of an `environment/` folder: `pytorch=1.7.1`, and its `pip:` list); each raised to the
 torch release a torchvision requirement of the same list needs, when that is newer. A
 requirement with only an upper bound (`torch<2`) gives the installed torch if it admits
 that, else the newest release it admits.
@@ -245,12 +246,43 @@ def _requirements(folder: Path) -> Iterator[tuple[Requirement, str, str]]:
             yield from _torch(_requirement_lines(lines), str(path))
     yield from _setup_cfg(folder / "setup.cfg")
     yield from _setup_py(folder / "setup.py")
-    try:
-        environments = sorted(p for p in folder.iterdir() if _CONDA_FILE.fullmatch(p.name))
-    except OSError:
-        environments = []
-    for path in environments:
+    yield from _cog(folder / "cog.yaml")
+    for path in _conda_files(folder):
         yield from _conda(path)
+
+
+def _conda_files(folder: Path) -> list[Path]:
+    """The conda environment files of `folder` (`environment.yml`, `conda_env.yaml`),
+    and every YAML file of a sub-folder kept for them (`environment/`, `envs/`,
+    `conda/`: `environment/project_env.yaml`)."""
+    found = []
+    try:
+        for path in sorted(folder.iterdir()):
+            if _CONDA_FILE.fullmatch(path.name):
+                found.append(path)
+            elif _CONDA_FOLDER.fullmatch(path.name) and path.is_dir():
+                found += sorted(p for p in path.iterdir() if p.suffix in (".yml", ".yaml"))
+    except OSError:
+        pass
+    return found
+
+
+def _cog(path: Path) -> Iterator[tuple[Requirement, str, str]]:
+    """The torch and torchvision of a Cog file (`cog.yaml`, Replicate's): its
+    `build: python_packages:` list."""
+    text = _read(path)
+    if text is None or "torch" not in text:
+        return
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError, MemoryError):
+        return
+    build = data.get("build") if isinstance(data, dict) else None
+    packages = build.get("python_packages") if isinstance(build, dict) else None
+    if isinstance(packages, list):
+        yield from _torch(_strings(packages), f"{path} python_packages")
 
 
 def _read(path: Path) -> str | None:
@@ -352,6 +384,7 @@ def _setup_py(path: Path) -> Iterator[tuple[Requirement, str, str]]:
 
 # conda environment files: environment.yml, environment-gpu.yaml, conda_env.yaml, env.yml
 _CONDA_FILE = re.compile(r"(environment|conda|env)[\w.-]*\.ya?ml")
+_CONDA_FOLDER = re.compile(r"environments?|envs?|conda", re.I)
 # conda's names for torch and torchvision (`pytorch-cpu` in its first releases)
 _CONDA_NAMES = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch",
                 "torch": "torch", "torchvision": "torchvision"}

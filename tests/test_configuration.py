@@ -105,8 +105,13 @@ def test_a_broken_nested_configuration_is_a_clear_error(cli, tmp_path):
     # installed torch, 2.13, is above it)
     ("requirements.txt", "torch<2\n", "1.13"),
     ("environment.yml", "dependencies:\n  - python=3.9\n  - pytorch<=2.1.1\n", "2.1.1"),
+    # any YAML file of a folder kept for conda environments; Cog's python_packages
+    ("environment/project_env.yaml", "dependencies:\n  - pip:\n    - torch==2.0.1\n", "2.0.1"),
+    ("cog.yaml", 'build:\n  gpu: true\n  python_packages:\n    - "numpy==1.21.1"\n'
+                 '    - "torch==1.13.1"\n', "1.13.1"),
 ])
 def test_the_torch_version_comes_from_the_project(cli, tmp_path, name, content, version):
+    (tmp_path / name).parent.mkdir(exist_ok=True)
     (tmp_path / name).write_text(content)
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "m.py").write_text(LOAD)
