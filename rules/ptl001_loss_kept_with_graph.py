@@ -54,7 +54,8 @@ class LossKeptWithGraph(Rule):
 
     It stays silent for values stored through `.item()`, `.detach()`,
     `float(...)`, `.tolist()` or `.cpu().numpy()`, for code under
-    `torch.no_grad()` or `torch.inference_mode()` (block or decorator), for a
+    `torch.no_grad()` or `torch.inference_mode()` (block or decorator; also a
+    project's context manager called with `no_grad=True`), for a
     value rebound to its detached form before it is stored, for a list or
     total created afresh in each iteration, and for an accumulation whose
     result is itself backpropagated later (per-head or per-timestep losses
