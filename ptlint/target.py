@@ -270,19 +270,25 @@ def _conda_files(folder: Path) -> list[Path]:
 def _cog(path: Path) -> Iterator[tuple[Requirement, str, str]]:
     """The torch and torchvision of a Cog file (`cog.yaml`, Replicate's): its
     `build: python_packages:` list."""
-    text = _read(path)
-    if text is None or "torch" not in text:
-        return
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError, MemoryError):
-        return
+    data = _yaml(path)
     build = data.get("build") if isinstance(data, dict) else None
     packages = build.get("python_packages") if isinstance(build, dict) else None
     if isinstance(packages, list):
         yield from _torch(_strings(packages), f"{path} python_packages")
+
+
+def _yaml(path: Path) -> object:
+    """The data of a YAML file that mentions torch; None for any other file, or one
+    that does not load."""
+    text = _read(path)
+    if text is None or "torch" not in text:
+        return None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError, MemoryError):
+        return None
 
 
 def _read(path: Path) -> str | None:
@@ -397,15 +403,7 @@ _CONDA_SPEC = re.compile(r"(?:[\w.-]+::)?(?P<name>[\w.-]+)\s*(?P<op>==|>=|<=|!=|
 def _conda(path: Path) -> Iterator[tuple[Requirement, str, str]]:
     """The torch and torchvision of a conda environment file: its `dependencies`
     (`pytorch=1.7.1`, read as pip's `torch==1.7.1.*`) and their `pip:` list."""
-    text = _read(path)
-    if text is None or "torch" not in text:
-        return
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError, MemoryError):
-        return
+    data = _yaml(path)
     dependencies = data.get("dependencies") if isinstance(data, dict) else None
     if not isinstance(dependencies, list):
         return
