@@ -152,28 +152,23 @@ def newest_admitted(req: Requirement) -> Target:
     installed = installed_or_newest()[0]
     if req.specifier.contains(installed):
         return installed, "the installed torch"
-    named = {Version(item.version.removesuffix(".*")) for item in req.specifier
-             if _valid(item.version.removesuffix(".*"))}
-    admitted = [v for v in {*_RELEASES, *named} if req.specifier.contains(v)]
-    newest = max(admitted, default=_RELEASES[0])
-    return newest, "the newest release it admits"
-
-
-def _valid(version: str) -> bool:
-    try:
-        Version(version)
-    except InvalidVersion:
-        return False
-    return True
+    return _admitted(req)[-1], "the newest release it admits"
 
 
 def lowest_admitted(req: Requirement, releases: list[Version] = _RELEASES) -> Version | None:
     """The lowest release (of torch by default, or among `releases`), or version the
     requirement names, that `req` admits; None for a requirement that names no
     version (`torch`, a URL)."""
+    admitted = _admitted(req, releases)
+    return admitted[0] if admitted else None
+
+
+def _admitted(req: Requirement, releases: list[Version] = _RELEASES) -> list[Version]:
+    """The releases, and versions the requirement names (and the next patch of each,
+    for `>v`), that `req` admits, oldest first; [] when it names no version."""
     spec = req.specifier
     if not len(spec):
-        return None
+        return []
     named = set()
     for item in spec:
         try:
@@ -183,10 +178,7 @@ def lowest_admitted(req: Requirement, releases: list[Version] = _RELEASES) -> Ve
         named.add(v)
         major, minor, micro = (list(v.release) + [0, 0])[:3]
         named.add(Version(f"{major}.{minor}.{micro + 1}"))  # for `>v`
-    for candidate in sorted({*releases, *named}):
-        if spec.contains(candidate):
-            return candidate
-    return None
+    return sorted(v for v in {*releases, *named} if spec.contains(v))
 
 
 # `torch>=1.13,<3`, `torchvision[extra] == 0.15.*`: the usual requirement, read

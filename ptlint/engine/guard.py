@@ -202,17 +202,17 @@ def _paragraphs_shallow(code: str) -> bool:
     while a bracket is open or a line ends with a backslash: a few counts of
     `str.count` per paragraph instead of one step per operator."""
     joined = opened = 0  # operators of the statements still open, brackets open
+    continued = False  # the last paragraph ended with a backslash
     for paragraph in code.split("\n\n"):
         count = sum(map(paragraph.count, _DEEP_TEXT))
-        joined = joined + count if opened else count
+        joined = joined + count if opened or continued else count
         if joined > BRACKET_LIMIT:
             return False
         opened += (paragraph.count("(") + paragraph.count("[") + paragraph.count("{")
                    - paragraph.count(")") - paragraph.count("]") - paragraph.count("}"))
         if opened < 0:  # not Python: leave it to the full count
             return False
-        if paragraph.rstrip(" \t\r\n").endswith("\\"):
-            opened += 1 if not opened else 0  # (a continued line joins the next paragraph)
+        continued = paragraph.rstrip(" \t\r\n").endswith("\\")
     return True
 
 
