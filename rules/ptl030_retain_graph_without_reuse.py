@@ -20,7 +20,8 @@ class RetainGraphWithoutReuse(Rule):
 
     It stays silent when the loss may depend on a tensor built before the
     loop (a plain name that the loop reads but never assigns, such as an
-    embedding computed once): backpropagating through that part again on the
+    embedding computed once, or the output `y` of `y.backward(mask)` whose
+    rows are taken one by one): backpropagating through that part again on the
     next iteration legitimately needs the graph. It also stays silent when
     `create_graph=` is passed (higher-order gradients).
 

@@ -389,13 +389,16 @@ def input_kind(value: cst.BaseExpression) -> str | None:
 
 def loss_keys(call: cst.Call) -> set[str]:
     """The keys of what a backward call differentiates: `loss` for
-    `loss.backward()`, `scaler` and `loss` for `scaler.scale(loss).backward()`."""
+    `loss.backward()`, `scaler` and `loss` for `scaler.scale(loss).backward()`,
+    `loss` for `accelerator.backward(loss)`; both names of `y.backward(grad)`,
+    which reads like an engine's call but passes a gradient to the tensor `y`."""
     func = call.func
     plain = [a for a in call.args if a.keyword is None and not a.star]
     keys: set[str] = set()
     if plain:
         keys |= value_keys(plain[0].value)
-    if type(func) is cst.Attribute and (not plain or key_of(func.value) is None):
+    if type(func) is cst.Attribute and (not plain or key_of(func.value) is None
+                                        or func.attr.value == "backward"):
         keys |= value_keys(func.value)
     return keys
 
