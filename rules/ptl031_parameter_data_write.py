@@ -17,6 +17,9 @@ _NO_GRAD = ("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
 _PARAMETER = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
 _NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad"})
 _PARAM_ATTRS = frozenset({"weight", "bias"})
+# `torch.nn.utils` (and `.parametrizations`) functions that recompute a weight from new
+# parameters before every forward
+_REPARAMETRIZE = frozenset({"weight_norm", "spectral_norm"})
 
 
 def _is_data(node: cst.BaseExpression) -> bool:
@@ -72,7 +75,10 @@ class ParameterDataWrite(Rule):
 
     A parameter is an attribute named `weight` or `bias` (not of a
     `FrozenBatchNorm2d(...)` made in the same function, whose `weight` and
-    `bias` are buffers, nor in a file that imports another framework, such as
+    `bias` are buffers, nor the `weight` of a module wrapped in
+    `weight_norm(...)` or `spectral_norm(...)` there or in a `self.`
+    attribute, which is recomputed from other parameters before every
+    forward, nor in a file that imports another framework, such as
     Paddle or TensorFlow, and never names torch), and, in a file
     whose code names torch (the `model.parameters()` of another framework,
     such as micrograd's or Paddle's, hold no torch parameters), the loop
@@ -147,7 +153,10 @@ class ParameterDataWrite(Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.params: list[set[str]] = [set()]  # names known to hold parameters, per function
-        self.frozen: list[set[str]] = [set()]  # names holding a FrozenBatchNorm, per function
+        # per function (the first: the class's `self.` names), the attributes of a name that
+        # are no parameters: a FrozenBatchNorm's `weight` and `bias` (buffers), the `weight`
+        # of a module under `weight_norm(...)` (computed from `weight_g` and `weight_v`)
+        self.frozen: list[dict[str, frozenset[str]]] = [{}]
         self.no_grad: list[bool] = [False]
         self.with_pushed: list[bool] = []
         self.reported: set[int] = set()
@@ -157,7 +166,7 @@ class ParameterDataWrite(Rule):
         decorated = any(self.qualified_name(d.decorator) in _NO_GRAD for d in node.decorators)
         self.no_grad.append(decorated)
         self.params.append(set(self.params[-1]))
-        self.frozen.append(set())
+        self.frozen.append({})
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.no_grad.pop()
@@ -216,13 +225,15 @@ class ParameterDataWrite(Rule):
                 holds = literal != "False"  # `nn.Parameter(flag, requires_grad=False)`: a buffer
             else:
                 holds = literal == "True"
-        frozen = isinstance(value, cst.Call) and (dotted(value.func) or "").rsplit(".", 1)[
-            -1].startswith("FrozenBatchNorm")
+        frozen = self._not_parameters(value)
         for target in node.targets:
             name = dotted(target.target)
             if name is None:
                 continue
-            (self.frozen[-1].add if frozen else self.frozen[-1].discard)(name)
+            if frozen:
+                self.frozen[0 if name.startswith("self.") else -1][name] = frozen
+            else:
+                self.frozen[-1].pop(name, None)
             if holds:
                 self.params[-1].add(name)
                 if name.startswith("self.") and len(self.params) > 1:
@@ -230,10 +241,28 @@ class ParameterDataWrite(Rule):
             else:
                 self.params[-1].discard(name)
 
+    def _not_parameters(self, value: cst.BaseExpression) -> frozenset[str]:
+        """The attributes of what `value` makes that are no parameters: `weight` and
+        `bias` of `FrozenBatchNorm2d(...)`, the `weight` (or `name=`) of
+        `weight_norm(conv)` or `spectral_norm(conv)`."""
+        if not isinstance(value, cst.Call):
+            return frozenset()
+        if (dotted(value.func) or "").rsplit(".", 1)[-1].startswith("FrozenBatchNorm"):
+            return _PARAM_ATTRS
+        if (self.qualified_name(value.func) or "").rsplit(".", 1)[-1] not in _REPARAMETRIZE:
+            return frozenset()
+        name = keyword(value, "name")
+        if name is None:
+            return frozenset({"weight"})
+        return frozenset({name.value.evaluated_value}) if isinstance(
+            name.value, cst.SimpleString) else _PARAM_ATTRS
+
     def _is_parameter(self, node: cst.BaseExpression) -> bool:
         if isinstance(node, cst.Attribute) and node.attr.value in _PARAM_ATTRS:
-            # (a FrozenBatchNorm's weight and bias are buffers)
-            return dotted(node.value) not in self.frozen[-1] and not self._foreign
+            owner = dotted(node.value)
+            return not self._foreign and all(
+                node.attr.value not in names.get(owner, ()) for names in (self.frozen[0],
+                                                                          self.frozen[-1]))
         name = dotted(node)
         return (name is not None and (name in self.params[-1] or name in self.params[0])
                 and self._torch)
