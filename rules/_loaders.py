@@ -20,7 +20,8 @@ list display or comprehension, `list(zip(...))`, a torch tensor such as
 `torch.from_numpy(a).float()`, slices and sums of those, also through a
 variable bound to one), the whole dataset in
 one batch (`batch_size=len(dataset)`), a dataset made on a device
-(`Cls(root, device=device)`, also inside `ConcatDataset`/`Subset`, unpacked from such a
+(`Cls(root, device=device)`, a `TensorDataset` of a tensor moved there, also inside
+`ConcatDataset`/`Subset`, unpacked from such a
 call or an attribute of its result: workers cannot use CUDA, and pinning refuses CUDA
 tensors), and a loader never iterated nor passed on.
 Loaders are named by their variable (`loader`, `self.loader`), per function; a
@@ -523,7 +524,8 @@ class LoaderRule(TracksTests, Rule):
 
     def _placed(self, dataset: cst.BaseExpression) -> bool:
         """A dataset made on a device (`Cls(root, device=device)`: its tensors live
-        there), also inside `ConcatDataset([...])` or `Subset(d, indices)`, a
+        there, or a `TensorDataset` of a tensor moved there), also inside
+        `ConcatDataset([...])` or `Subset(d, indices)`, a
         variable bound to one (also unpacked: `a, b = tasksets(device=device)`), or
         an attribute of one (`a.dataset`)."""
         if isinstance(dataset, (cst.Name, cst.Attribute)):
@@ -535,9 +537,13 @@ class LoaderRule(TracksTests, Rule):
         device = keyword(dataset, "device")
         if device is not None and _device_like(device.value):
             return True
+        if isinstance(dataset.func, cst.Attribute) and self._moves_to_device(dataset):
+            return True  # a tensor put there: `x.to(device)`, `x.cuda()`
+        parts = [a.value for a in dataset.args if a.keyword is None]
+        if self._is_tensor_dataset(dataset):  # `TensorDataset(x.cuda(), y)`
+            return any(self._placed(part) for part in parts)
         if last_name(dataset.func) not in _COMBINING:
             return False
-        parts = [a.value for a in dataset.args if a.keyword is None]
         parts = [e.value for p in parts for e in p.elements] if parts and isinstance(
             parts[0], (cst.List, cst.Tuple)) else parts[:1]
         return any(self._placed(part) for part in parts)

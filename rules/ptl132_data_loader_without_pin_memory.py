@@ -34,10 +34,10 @@ class DataLoaderWithoutPinMemory(LoaderRule):
     or `if i == n_samples - 1: break` in a loop that neither backpropagates
     nor steps) or never used, a loader over indices or values already in
     memory (`DataLoader(range(n), ...)`, a list display, or a variable bound
-    to one), a dataset made on a device (`Cls(root, device=device)`, also
-    inside `ConcatDataset([...])` or `Subset(d, indices)`, unpacked from such
-    a call or an attribute of its result: `tasks.dataset`; pinning refuses
-    CUDA tensors), the whole dataset in one batch
+    to one), a dataset made on a device (`Cls(root, device=device)`, a
+    `TensorDataset` of a tensor moved there, also inside `ConcatDataset([...])`
+    or `Subset(d, indices)`, unpacked from such a call or an attribute of its
+    result: `tasks.dataset`; pinning refuses CUDA tensors), the whole dataset in one batch
     (`batch_size=len(dataset)`) and test code (test files, and `test*`
     functions and `Test*` classes in a file that uses pytest or unittest).
 
