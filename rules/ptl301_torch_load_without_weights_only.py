@@ -60,7 +60,8 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
     Only the missing-argument case below torch 2.6 has a fix: it adds
     `weights_only=True`, which is what torch 2.6 and newer do anyway. It is
     unsafe: a checkpoint that pickles whole modules, optimizers of custom
-    classes or other arbitrary objects no longer loads (allow-list its classes
+    classes or other arbitrary objects (even `torch.__version__` kept as
+    metadata, a `TorchVersion` rather than a `str`) no longer loads (allow-list its classes
     with `torch.serialization.add_safe_globals`, or pass
     `weights_only=False` for files you trust). An explicit
     `weights_only=False` and a `pickle_module=` are deliberate choices and
