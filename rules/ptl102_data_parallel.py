@@ -104,11 +104,12 @@ class DataParallel(TracksTests, Rule):
       also when it is unwrapped right after (`model = model.module`: the
       uses after that are of the model itself);
     - a wrapper that never runs: a name of its own used through its `.module`
-      (`donor.module.load_state_dict(...)`, `net.decoder = donor.module.decoder`)
-      and otherwise only in ways that do not run it (`.eval()`, `.to(device)`,
-      `.state_dict()`), never called, handed on, returned or assigned to
-      another; and a wrap of a `ModuleList` or `ModuleDict`, which has no
-      `forward` to run;
+      (`donor.module.load_state_dict(...)`, `net.decoder = donor.module.decoder`,
+      `torch.save(net.module.state_dict(), path)`) and otherwise only in ways
+      that do not run it (`.eval()`, `.to(device)`, `.state_dict()`,
+      `print(net)`, `net` alone on a notebook's line), never called, handed on,
+      returned or assigned to another; and a wrap of a `ModuleList` or
+      `ModuleDict`, which has no `forward` to run;
     - a wrap inside a LightningModule (a class whose base is named
       `LightningModule` or `Lightning...Module`): Lightning's `Trainer`
       distributes the model (`strategy="ddp"`), and a
@@ -460,9 +461,10 @@ class DataParallel(TracksTests, Rule):
                                  "from torch.nn.parallel import DistributedDataParallel"))
 
     def _never_run(self, wrap: _Wrap) -> bool:
-        """A name of its own used through its `.module` and otherwise only in ways
-        that do not run the wrapper (`donor.module.load_state_dict(...)`, `net.decoder
-        = donor.module.decoder`): never called, handed on, returned or aliased."""
+        """A name of its own used through its `.module` (`donor.module.load_state_dict(...)`,
+        `net.decoder = donor.module.decoder`, `torch.save(net.module.state_dict(), p)`) and
+        otherwise only in ways that do not run the wrapper: never called, handed on,
+        returned or aliased."""
         if wrap.target is None or "." in wrap.target:
             return False
         never = self._never.get(id(wrap.owner))
@@ -470,9 +472,9 @@ class DataParallel(TracksTests, Rule):
             never = self._never[id(wrap.owner)] = set()  # those some use runs the wrapper of
             running = set()
             for name, use, _, returned in self._owner_uses(wrap.owner):
-                if use == "unwrapped":
+                if use in ("unwrapped", "module-inert"):
                     never.add(name)
-                if use in _RUNS or returned and use not in ("unwrapped", "inert"):
+                if use in _RUNS or returned and use not in ("unwrapped", "inert", "module-inert"):
                     running.add(name)
             never -= running
         return wrap.target in never
@@ -730,10 +732,11 @@ def _handed(call: cst.Call, slots: set[int | str]) -> list[cst.Arg]:
 def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]]) -> str:
     """How an occurrence of the wrapped model uses it: "bound" (an assignment target, a
     parameter), "alias" (assigned to another name), "loaded" (`model.load_state_dict(...)`),
-    "inert" (`.eval()`, `.module.state_dict()`,
-    `print(model)`, `for p in model.parameters()`), "parameters" (`model.parameters()`
-    handed on), "read" (an attribute read: `model.output_dim`), "unwrapped" (a use
-    through its `.module`: `model.module.encoder(x)`), "called" (`model(x)`),
+    "inert" (`.eval()`, `print(model)`, `model` alone on a line,
+    `for p in model.parameters()`), "module-inert" (the same through `.module`:
+    `model.module.state_dict()`), "parameters" (`model.parameters()` handed on),
+    "read" (an attribute read: `model.output_dim`), "unwrapped" (a use through its
+    `.module`: `model.module.encoder(x)`), "called" (`model(x)`),
     "evaluated" (an argument of a function named for evaluation, `validate(loader, model)`,
     or of one of the file's `evaluators` that puts it in `.eval()`)
     or "passed" (anything else: an argument, an operand, a part run: `model.encoder(x)`).
@@ -749,6 +752,8 @@ def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]]) -> str:
         return "alias"
     if isinstance(parent, cst.Call) and parent.func is node:
         return "called"
+    if isinstance(parent, cst.Expr):
+        return "inert"  # `model` alone on a line: a notebook shows it
     i = 0  # the attributes read off it: `model.module.encoder.eval`
     while i < len(chain) and isinstance(chain[i], cst.Attribute):
         i += 1
@@ -761,8 +766,8 @@ def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]]) -> str:
                 return "inert" if iterated else "parameters"
             if last == "load_state_dict" and i == 1:
                 return "loaded"  # `model.load_state_dict(...)`: through the wrapper's keys
-            if last in _NOT_RUNNING:
-                return "inert"
+            if last in _NOT_RUNNING:  # (through `.module`: a sign the wrapper is not run)
+                return "module-inert" if chain[0].attr.value == "module" else "inert"
         elif not any(a.attr.value == "module" for a in chain[:i]):
             return "read"
         if chain[0].attr.value == "module":

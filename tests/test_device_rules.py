@@ -293,7 +293,7 @@ def test_ptl102_a_prune_and_evaluate_script_and_a_wrap_never_run(cli, tmp_path):
 
 def test_ptl102_wrappers_that_never_run_and_wraps_distribution_handles(cli, tmp_path):
     """In files that train: a wrapper used only through `.module` (or unwrapped
-    right after loading a checkpoint), a wrapped `ModuleList`, a wrap inside a
+    right after loading a checkpoint), one only shown and saved, a wrapped `ModuleList`, a wrap inside a
     LightningModule, and the fallback beside apex's DDP or a `local_rank` test are
     left alone; a wrapper also called is reported."""
     train = """\
@@ -322,6 +322,14 @@ def test_ptl102_wrappers_that_never_run_and_wraps_distribution_handles(cli, tmp_
             model.load_state_dict(checkpoint)
             model = model.module  # the wrapper only read the `module.` keys
         return model
+    """)
+    write(tmp_path / "saved.py", train + """\
+
+    def save(path):
+        net = nn.DataParallel(nn.Linear(10, 1).cuda())  # shown and saved, never run
+        net
+        torch.save(net.state_dict(), path)
+        torch.save(net.module.state_dict(), path + ".plain")
     """)
     write(tmp_path / "called.py", train + """\
 
