@@ -6,12 +6,21 @@ import re
 import libcst as cst
 
 _TEST_FOLDER = r"(^|/)tests?/"
-_TEST_FILE = re.compile(_TEST_FOLDER + r".*\.py$|(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
+_TEST_FILE = re.compile(_TEST_FOLDER + r".*\.py$|(^|/)conftest\.py$")
+_TEST_NAME = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
+_TEST_DEFINED = re.compile(r"(?m)^[ \t]*(?:(?:async[ \t]+)?def[ \t]+test|class[ \t]+Test)")
 
 
-def is_test_file(path: str) -> bool:
-    """`test_*.py`, `*_test.py`, `conftest.py`, or any file under `test/` or `tests/`."""
-    return bool(_TEST_FILE.search(path.replace("\\", "/")))
+def is_test_file(path: str, source: str) -> bool:
+    """`conftest.py`, any file under `test/` or `tests/`, and `test_*.py` or
+    `*_test.py` unless it is a script: it neither uses a test framework nor
+    defines a `test*` function or `Test*` class (TCN's `mnist_test.py` trains a
+    model)."""
+    path = path.replace("\\", "/")
+    if _TEST_FILE.search(path):
+        return True
+    return bool(_TEST_NAME.search(path)) and (
+        uses_a_test_framework(source) or bool(_TEST_DEFINED.search(source)))
 
 
 def in_test_folder(path: str) -> bool:
@@ -44,7 +53,7 @@ class TracksTests:
     def _file_facts(self) -> None:
         if self._test_file is None:
             context = self.context  # type: ignore[attr-defined]
-            self._test_file = is_test_file(context.path)
+            self._test_file = is_test_file(context.path, context.source)
             self._framework = uses_a_test_framework(context.source)
 
     @property

@@ -95,7 +95,8 @@ class ConvBiasBeforeBatchnorm(Rule):
     `extend-unsafe-fixes = ["PTL122"]` and `--fix --unsafe-fixes`. Calls that
     pass the bias positionally or may pass it through `**kwargs` are not
     flagged, nor are test files (`test_*.py`, `*_test.py`, files under
-    `tests/`), which build layers to test them.
+    `tests/`; a `test_*.py` or `*_test.py` that neither uses pytest or
+    unittest nor defines a test is a script), which build layers to test them.
     """
 
     code = "PTL122"
@@ -109,7 +110,7 @@ class ConvBiasBeforeBatchnorm(Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         # test code builds layers to test them (a BatchNorm frozen in eval mode, say)
-        self.test_file = is_test_file(context.path)
+        self.test_file = is_test_file(context.path, context.source)
         self.classes: list[_Class] = []
         # enclosing classes/functions: a function carries the name of `self` in a method
         self.contexts: list[tuple[str, object]] = []

@@ -260,7 +260,7 @@ class HostSyncInTrainingLoop(Rule):
         self.calls.append((self.model.site(test), what, keys, False))
 
     def leave_Module(self, node: cst.Module) -> None:
-        if is_test_file(self.context.path):
+        if is_test_file(self.context.path, self.context.source):
             return  # a test runs a few steps
         tainted: dict[Loop, _Taint] = {}
         for site, what, keys, loss_only in self.calls:

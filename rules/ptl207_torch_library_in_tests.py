@@ -11,8 +11,9 @@ class TorchLibraryInTests(TracksTests, Rule):
     """
     ## What it does
     Flags `torch.library.Library(...)` created in a test: inside a function
-    named `test_*`, a class named `Test*`, or a test file (`test_*.py`,
-    `*_test.py`, `conftest.py`, or under a `test`/`tests` folder). Outside tests, `Library`
+    named `test_*`, a class named `Test*`, or a test file (`conftest.py`, under a
+    `test`/`tests` folder, or a `test_*.py` or `*_test.py` that uses pytest or
+    unittest or defines a test). Outside tests, `Library`
     is the normal way to register custom operators and is not flagged.
 
     Off by default (TorchFix's TOR901, meant for PyTorch's own test suite).

@@ -81,11 +81,13 @@ def test_ptl102_offers_no_fix_in_a_notebook(cli, tmp_path):
 
 def test_ptl102_silent_in_test_files(cli, tmp_path):
     write(tmp_path / "tests" / "test_checkpoint.py", WRAP)
-    write(tmp_path / "helpers_test.py", WRAP)
+    write(tmp_path / "helpers_test.py", WRAP + "\n    def test_wrap():\n        wrap(None)\n")
     write(tmp_path / "src" / "model.py", WRAP)
+    # named like a test, but neither a test framework nor a test: a script
+    write(tmp_path / "multi_gpu_test.py", WRAP)
     proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
     assert [line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line] == [
-        "src/model.py"]
+        "multi_gpu_test.py", "src/model.py"]
 
 
 def test_ptl122_silent_in_test_files(cli, tmp_path):
@@ -470,11 +472,16 @@ def test_ptl130_a_device_named_only_in_a_comment_or_seeded_is_no_device(cli, tmp
     write(tmp_path / "setting.py", CPU_LOOP.replace(
         "model = torch.nn.Linear(2, 1)", "model = torch.nn.Linear(2, 1).to(args.device)"))
     # a test runs a few steps
-    write(tmp_path / "tests" / "test_loop.py", CPU_LOOP.replace(
-        "model = torch.nn.Linear(2, 1)", "model = torch.nn.Linear(2, 1).cuda()"))
+    gpu = CPU_LOOP.replace("model = torch.nn.Linear(2, 1)", "model = torch.nn.Linear(2, 1).cuda()")
+    write(tmp_path / "tests" / "test_loop.py", gpu)
+    write(tmp_path / "loop_test.py", gpu + "\n    def test_loop():\n        assert True\n")
+    write(tmp_path / "unit_test.py", "    import unittest\n" + gpu)
+    # a script named like a test, without a test framework or a test: an experiment
+    write(tmp_path / "mnist_test.py", gpu)
     proc = cli(".", "--select", "PTL130", "--output-format", "json", cwd=tmp_path)
     assert [(f["filename"].rsplit("/", 1)[-1], f["location"]["line"])
-            for f in json.loads(proc.stdout)] == [("gpu.py", 11), ("setting.py", 11)]
+            for f in json.loads(proc.stdout)] == [
+        ("gpu.py", 11), ("mnist_test.py", 11), ("setting.py", 11)]
 
 
 def test_ptl130_a_value_the_if_test_already_read_is_read_again_for_free(cli, tmp_path):
