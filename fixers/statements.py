@@ -73,6 +73,8 @@ def move_after(owner: Owner, statement: cst.BaseStatement, anchor: cst.BaseState
         if at < len(body):
             follower = body[at]
             body[at] = follower.with_changes(leading_lines=(*rest, *follower.leading_lines))
+            if follower is anchor:  # (the statement goes just below its own follower)
+                anchor = body[at]
         else:
             footer = (*rest, *footer)
     body.insert(_index(body, anchor) + 1, statement.with_changes(leading_lines=own))

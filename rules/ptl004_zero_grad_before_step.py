@@ -18,6 +18,7 @@ class _State(NamedTuple):
 
     backward: bool  # a backward has run
     pending: tuple[Site, ...]  # zero_grad() calls after it, before any step
+    spent: frozenset[str] = frozenset()  # what steps since it took its gradients (and models)
 
 
 def _join(*states: _State) -> _State:
@@ -28,7 +29,8 @@ def _join(*states: _State) -> _State:
     first, *rest = states
     pending = tuple(z for z in first.pending
                     if all(any(z is p for p in other.pending) for other in rest))
-    return _State(all(s.backward for s in states), pending)
+    return _State(all(s.backward for s in states), pending,
+                  frozenset().union(*(s.spent for s in states)))
 
 
 class ZeroGradBeforeStep(Rule):
@@ -36,7 +38,9 @@ class ZeroGradBeforeStep(Rule):
     ## What it does
     Flags `zero_grad()` that runs after `.backward()` and before the
     optimizer step on the same path, with no other backward in between on
-    any path from one to the other.
+    any path from one to the other. A `zero_grad()` of an optimizer (or of
+    its model) that has already stepped since that backward clears nothing
+    its step needs and is not flagged.
 
     ## Why is this bad?
     `zero_grad()` clears the gradients the backward pass just computed, so
@@ -127,14 +131,18 @@ class ZeroGradBeforeStep(Rule):
                 stepped = self.model.stepped(site) if kind == "step" else None
                 if kind == "backward" or (stepped is not None and stepped[1]):
                     state = _State(True, ())  # a closure runs its own backward
-                elif kind == "zero" and state.backward:
-                    state = _State(True, (*state.pending, site))
+                elif kind == "zero" and state.backward and var(
+                        site.node.func.value) not in state.spent:
+                    state = _State(True, (*state.pending, site), state.spent)
                 elif stepped is not None:
                     cleared = [z for z in state.pending if self._clears_for(z.node, stepped[0])]
                     for zero in cleared:
                         self._report(zero, site, events)
+                    # a step took the gradients: clearing them for it next is no mistake
+                    spent = {var(stepped[0]), self.model.bindings.models.get(var(stepped[0]))}
                     state = _State(state.backward, tuple(
-                        z for z in state.pending if z not in cleared))
+                        z for z in state.pending if z not in cleared), state.spent | {
+                        k for k in spent if k is not None})
             return state
 
         self.model.scan(function.node.body, _State(False, ()), apply, _join)

@@ -161,6 +161,12 @@ def test_move_after_backwards_and_to_the_end():
     assert move_after(module, module.body[0], module.body[2]).code == "b()\nc()\na()\n"
 
 
+def test_move_after_the_next_statement_past_blank_lines():
+    # the blank line above the moved statement goes to its follower, the anchor
+    module = cst.parse_module("a()\n\nb()\nc()\n")
+    assert move_after(module, module.body[1], module.body[2]).code == "a()\n\nc()\nb()\n"
+
+
 def test_move_after_last_statement_keeps_blank_lines_in_footer():
     module = cst.parse_module("def f():\n    a()\n\n    b()\n")
     block = module.body[0].body
