@@ -42,6 +42,8 @@ LOCATOR_CASES = {
     "no final newline": "class A:\n    def f(self):\n        return 1",
     # a statement's text found earlier than the statement itself
     "duplicates": "x = f(1)\ny = 2\nx = f(1)\nz = 3\nx = f(1)\n",
+    # the last line, without its newline, reads like an earlier statement printed alone
+    "last line repeated": "def g(t):\n    y = f(1)\n\n\ndef h():\n    y = f(1)",
     "inside a string": 's = """\nx = f(1)\n"""\nx = f(1)\n',
     "inside brackets": "call(\nx\n)\nx\n",
 }

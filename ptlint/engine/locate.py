@@ -63,6 +63,8 @@ class Locator(CodegenState):
         # the innermost statement around each wanted node, where the partial
         # printing found them all (else empty)
         self.statements: dict[int, cst.CSTNode] = {}
+        if source is not None and not module.has_trailing_newline:
+            source += module.default_newline  # printed alone, a last statement ends in one
         self.partial = source is not None and (
             self._print_innermost(module, source, where)
             or self._print_statements(module, source))
@@ -118,7 +120,8 @@ class Locator(CodegenState):
                 printed[id(statement)] = (at, text) if unique else None
             return printed[id(statement)]
 
-        chosen: dict[int, tuple[int, str, cst.CSTNode, tuple[str, ...]]] = {}
+        # statement -> (where, text, statement, indent, the statements around it)
+        chosen: dict[int, tuple[int, str, cst.CSTNode, tuple[str, ...], set[int]]] = {}
         for chain in {id(c[-1][0]): c for c in chains.values()}.values():
             for depth in range(len(chain) - 1, -1, -1):
                 statement, indent = chain[depth]
@@ -126,7 +129,8 @@ class Locator(CodegenState):
                     break  # an enclosing statement is printed already
                 found = place(chain[:depth + 1])
                 if found is not None:
-                    chosen[id(statement)] = (*found, statement, indent)
+                    chosen[id(statement)] = (*found, statement, indent,
+                                             {id(outer) for outer, _ in chain[:depth]})
                     break
             else:
                 return False
@@ -135,13 +139,16 @@ class Locator(CodegenState):
         kept = []
         for unit in units:
             if kept and unit[0] < kept[-1][0] + len(kept[-1][1]):
-                if unit[0] + len(unit[1]) > kept[-1][0] + len(kept[-1][1]):
-                    return False  # overlapping texts: cannot be
+                if unit[0] + len(unit[1]) > kept[-1][0] + len(kept[-1][1]) or \
+                        id(kept[-1][2]) not in unit[4]:
+                    # overlapping texts, or the text of another statement (the last
+                    # line of a file without its newline reads like an earlier one)
+                    return False
                 continue  # inside the one before: printed with it
             kept.append(unit)
         self._reset()
         done = 0
-        for at, text, statement, indent in kept:
+        for at, text, statement, indent, _ in kept:
             self.tokens.append(source[done:at])
             self.indent_tokens = list(indent)
             statement._codegen(self)
