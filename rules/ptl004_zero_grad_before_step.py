@@ -135,22 +135,23 @@ class ZeroGradBeforeStep(Rule):
                         site.node.func.value) not in state.spent:
                     state = _State(True, (*state.pending, site), state.spent)
                 elif stepped is not None:
-                    cleared = [z for z in state.pending if self._clears_for(z.node, stepped[0])]
+                    clearing = self._clearing(stepped[0])
+                    cleared = [z for z in state.pending if var(z.node.func.value) in clearing]
                     for zero in cleared:
                         self._report(zero, site, events)
                     # a step took the gradients: clearing them for it next is no mistake
-                    spent = {var(stepped[0]), self.model.bindings.models.get(var(stepped[0]))}
                     state = _State(state.backward, tuple(
-                        z for z in state.pending if z not in cleared), state.spent | {
-                        k for k in spent if k is not None})
+                        z for z in state.pending if z not in cleared), state.spent | clearing)
             return state
 
         self.model.scan(function.node.body, _State(False, ()), apply, _join)
 
-    def _clears_for(self, zero: cst.Call, optimizer: cst.BaseExpression) -> bool:
-        """Whether `zero` clears the gradients `optimizer` steps with."""
-        target, stepped = var(zero.func.value), var(optimizer)
-        return target is not None and target in (stepped, self.model.bindings.models.get(stepped))
+    def _clearing(self, optimizer: cst.BaseExpression) -> frozenset[str]:
+        """The names whose `zero_grad()` clears the gradients `optimizer` steps
+        with: the optimizer's, and its model's."""
+        stepped = var(optimizer)
+        return frozenset(k for k in (stepped, self.model.bindings.models.get(stepped))
+                         if k is not None)
 
     # -- report and fix ----------------------------------------------------
     def _report(self, zero: Site, step: Site, events: dict) -> None:

@@ -295,9 +295,9 @@ def test_ptl102_a_prune_and_evaluate_script_and_a_wrap_never_run(cli, tmp_path):
 
 def test_ptl102_wrappers_that_never_run_and_wraps_distribution_handles(cli, tmp_path):
     """In files that train: a wrapper used only through `.module` (or unwrapped
-    right after loading a checkpoint), one only shown and saved, a wrapped `ModuleList`, a wrap inside a
-    LightningModule, and the fallback beside apex's DDP or a `local_rank` test are
-    left alone; a wrapper also called is reported."""
+    right after loading a checkpoint), one only shown and saved, a wrapped
+    `ModuleList`, a wrap inside a LightningModule, and the fallback beside apex's
+    DDP or a `local_rank` test are left alone; a wrapper also called is reported."""
     train = """\
     import torch
     import torch.nn as nn
