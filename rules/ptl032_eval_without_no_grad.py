@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import last_name
+from ptlint.analysis.dataflow import closure, last_name
 from ptlint.analysis.names import dotted, is_named
 from ptlint.analysis.semantic import BACKWARD, COMPREHENSION, LOOP, Function, Site
 from ptlint.analysis.training import MAYBE, OFF, ON, grad_mode
@@ -29,8 +29,9 @@ class EvalWithoutNoGrad(Rule):
     or is called (anywhere in the file) inside such a block; when gradients
     are computed after the `.eval()` (and before the next `.train()`):
     `.backward()`, `torch.autograd.grad`, `torch.enable_grad()`,
-    `requires_grad_()`, `.requires_grad = ...`, as saliency maps and
-    adversarial examples do; when the function freezes the model itself
+    `requires_grad_()`, `.requires_grad = ...`, or a call of a function of
+    the file that does, as saliency maps, adversarial examples and
+    Hessian-vector products do; when the function freezes the model itself
     (`model.requires_grad_(False)`, also chained: `m.eval().requires_grad_(False)`,
     before or after the `.eval()`); when the model is pytorch-fid's
     `InceptionV3`, frozen unless built with `requires_grad=True` (in a file
@@ -137,6 +138,9 @@ class EvalWithoutNoGrad(Rule):
                 kind, model = ("eval" if off else "train"), receiver  # `model.train(False)`
         if kind != "call" or (model is not None and qualified is None):
             self.events.append((self.model.site(node), kind, model))
+        if kind == "call" and (type(func) is cst.Name or type(func) is cst.Attribute and last_name(
+                func.value) in ("self", "cls")):  # `hvp(loss, w)`: does it compute gradients?
+            self.events.append((self.model.site(node), "helper", last_name(func)))
 
     def leave_Module(self, node: cst.Module) -> None:
         if self.global_off:
@@ -146,9 +150,10 @@ class EvalWithoutNoGrad(Rule):
         by_function: dict[Function, list] = {}
         for event in self.events:
             by_function.setdefault(event[0].ctx.function, []).append(event)
+        wanting = self._grad_helpers()
         for function, events in by_function.items():
             if function.name is None or function.name not in without_grad:
-                for call in self._candidates(events, self._handed_frozen(function)):
+                for call in self._candidates(events, self._handed_frozen(function), wanting):
                     self.report(call, message=(
                         f"`{dotted(call.func)}` is called in evaluation mode without "
                         "`torch.no_grad()`: every batch builds an autograd graph"))
@@ -163,16 +168,25 @@ class EvalWithoutNoGrad(Rule):
         return {p.name.value for p in (*node.params.posonly_params, *node.params.params,
                                        *node.params.kwonly_params)}
 
-    def _candidates(self, events: list, frozen: set[str]) -> list[cst.Call]:
+    def _grad_helpers(self) -> set[str]:
+        """The functions of the file that compute gradients (`.backward()`,
+        `torch.autograd.grad`, ...), themselves or through such helpers."""
+        direct = {site.ctx.function.name for site, kind, _ in self.events if kind == "grad"}
+        return closure(direct - {None}, [(f.every("helper_calls"), {f.name})
+                                         for f in self.model.functions if f.name is not None])
+
+    def _candidates(self, events: list, frozen: set[str], helpers: set[str]) -> list[cst.Call]:
         """Split the function at each `.eval()`/`.train()`: the first call of a
         model in a loop of its eval segment is a finding, unless the segment
-        wants gradients or the model is `frozen`."""
+        wants gradients (also through `helpers` that compute them) or the model
+        is `frozen`."""
         segments: dict[str, list[cst.Call]] = {}  # model -> calls since its .eval()
         wanting: set[str] = set()  # models whose eval segment computes gradients
         frozen = frozen | {model for _, kind, model in events if kind == "frozen"}
         done: list[tuple[str, list[cst.Call]]] = []
         for site, kind, model in events:
-            if kind == "grad" or (kind == "with" and site.ctx.grad == ON):
+            if kind == "grad" or (kind == "with" and site.ctx.grad == ON) or (
+                    kind == "helper" and model in helpers):
                 wanting |= set(segments)
             elif kind in ("eval", "train"):
                 if model in segments:
