@@ -7,6 +7,7 @@ from packaging.version import Version
 from ptlint.fixers.arguments import argument, keyword, with_keyword
 from ptlint.model import Safety
 from ptlint.rule import Rule
+from ptlint.rules._serialization import copies_through_memory
 from ptlint.rules._symbols import catches
 from ptlint.rules._tests import TracksTests, in_test_folder
 
@@ -35,7 +36,10 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
     `test*` function, a `Test*` class): a test loads files it wrote itself
     or the repository's own fixtures. A `test_*.py` script elsewhere, without
     a test framework, is an evaluation script that loads the checkpoint it
-    is given: reported. `weights_only=` did not exist before torch 1.13, so the rule
+    is given: reported. Nor is a load from a name bound to an empty
+    `io.BytesIO()` that the same function `torch.save`s into: a deep copy
+    through memory reads only what the process wrote (opacus'
+    `clone_module`). `weights_only=` did not exist before torch 1.13, so the rule
     does not run for older targets.
 
     ## Why is this bad?
@@ -93,6 +97,9 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
         """In test code, as the docs say (not an evaluation script named `test_*.py`)."""
         return self.in_test and (self.uses_a_framework or in_test_folder(self.context.path))
 
+    def visit_Module(self, node: cst.Module) -> None:
+        self.tree = node
+
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         if catches(node, _TYPE_ERROR):
             self.fallbacks += 1
@@ -104,8 +111,9 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.fallbacks or type(node.func) in (cst.Call, cst.Subscript):
             return
-        if not self.is_name(node.func, "torch.load", "torch.serialization.load") or self._tests:
-            return
+        if not self.is_name(node.func, "torch.load", "torch.serialization.load") or self._tests \
+                or copies_through_memory(self, node, self.tree):
+            return  # (a deep copy through `io.BytesIO()` reads what the code just wrote)
         weights_only = keyword(node, "weights_only")
         if weights_only is not None:
             if isinstance(weights_only.value, cst.Name) and weights_only.value.value == "False":

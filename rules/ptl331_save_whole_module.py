@@ -7,6 +7,7 @@ from ptlint.fixers.arguments import keyword
 from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
 from ptlint.rule import Rule
+from ptlint.rules._serialization import copies_through_memory
 
 _SAVE = ("torch.save",)
 _MODULE_BASES = ("torch.nn.Module", "torch.nn.modules.module.Module", "lightning.LightningModule",
@@ -45,7 +46,10 @@ class SaveWholeModule(Rule):
     binding has a method only modules have called on it (`.parameters()`,
     `.named_modules()`, ...). A module as a value of a dict literal, or an
     item of a list or tuple literal, being saved is flagged too, and so is `model.module` of such a name (the model
-    inside a `DataParallel` or `DistributedDataParallel` wrapper).
+    inside a `DataParallel` or `DistributedDataParallel` wrapper). A save into
+    a name bound to an empty `io.BytesIO()` that the same function
+    `torch.load`s back is a deep copy through memory, no checkpoint: not
+    flagged.
 
     ## Why is this bad?
     Saving the module object pickles it, and pickle stores its class by
@@ -103,6 +107,9 @@ class SaveWholeModule(Rule):
         self.scopes: list[dict[str, _Binding]] = [{}]
         self.saves: list[tuple[cst.BaseExpression, _Binding]] = []
         self.loads_objects = False  # a `torch.load` that may read a whole module back
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.tree = node
 
     # -- classes, functions, names ----------------------------------------------
     def _is_module_class(self, node: cst.BaseExpression) -> bool:
@@ -197,6 +204,8 @@ class SaveWholeModule(Rule):
                 binding.module = True
             return
         qualified = self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if qualified in _SAVE + ("torch.load",) and copies_through_memory(self, node, self.tree):
+            return  # a deep copy through `io.BytesIO()`: no checkpoint
         if qualified == "torch.load":
             flag = keyword(node, "weights_only")
             self.loads_objects |= not (flag is not None and isinstance(flag.value, cst.Name)
