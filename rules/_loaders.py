@@ -52,7 +52,9 @@ from ptlint.rules._tests import TracksTests
 LOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
 _BATCH_SIZE_INDEX = 1
 # datasets made of other datasets: `ConcatDataset([a, b])`, `Subset(a, indices)`
-_COMBINING = frozenset({"ConcatDataset", "Subset", "ChainDataset"})
+_COMBINING = frozenset({"ConcatDataset", "Subset", "ChainDataset", "random_split"})
+# datasets that are parts of another: `Subset(d, indices)`, `random_split(d, sizes)`
+_PARTS = frozenset({"Subset", "random_split"})
 # functions that look at a loader without loading from it, or only wrap it for a loop
 _INSPECTING = frozenset({"iter", "next", "len", "print", "isinstance", "type", "id", "repr",
                          "str", "hasattr", "getattr"})
@@ -300,6 +302,14 @@ class LoaderRule(TracksTests, Rule):
         elif len(node.targets) == 1 and self._placed(node.value):  # `a, b = tasks(device=d)`
             for part in _names(node.targets[0].target):
                 self._placed_names.add(self.key(part, binding=True))
+        elif len(node.targets) == 1 and isinstance(node.value, cst.Call) and last_name(
+                node.value.func) == "random_split":  # `train, val = random_split(ds, sizes)`
+            made = self._dataset_class(node.value)
+            for part in _names(node.targets[0].target):
+                if self._is_tensor_dataset(node.value):
+                    self._tensor_datasets.add(self.key(part, binding=True))
+                if made is not None:
+                    self._instances[self.key(part, binding=True)] = made
         if self._loops:  # `inputs, labels = batch`: still the batch
             batch = self._loops[-1].batch
             if root(node.value) in batch:
@@ -452,11 +462,20 @@ class LoaderRule(TracksTests, Rule):
                 self._use(arg.value, how)
 
     def _is_tensor_dataset(self, node: cst.BaseExpression) -> bool:
-        """`TensorDataset(...)` (torch's, or a project's own class of that name), or a
-        variable bound to one."""
+        """`TensorDataset(...)` (torch's, or a project's own class of that name), a
+        `Subset`, `random_split` part or `ConcatDataset` of such, or a variable bound
+        to one."""
         if isinstance(node, cst.Call):
-            return (self.qualified_name(node.func) or last_name(node.func)).rpartition(".")[2] \
-                == "TensorDataset"
+            made = (self.qualified_name(node.func) or last_name(node.func)).rpartition(".")[2]
+            parts = node.args[0].value if node.args else None
+            if made in _PARTS:  # a part of one, or its parts
+                return parts is not None and self._is_tensor_dataset(parts)
+            if made == "ConcatDataset" and isinstance(parts, (cst.List, cst.Tuple)):
+                return bool(parts.elements) and all(
+                    self._is_tensor_dataset(e.value) for e in parts.elements)
+            return made == "TensorDataset"
+        if isinstance(node, cst.Subscript):  # `random_split(dataset, sizes)[0]`
+            return self._is_tensor_dataset(node.value)
         name = dotted(node)
         return name is not None and self.key(name) in self._tensor_datasets
 
@@ -540,17 +559,21 @@ class LoaderRule(TracksTests, Rule):
         if isinstance(dataset.func, cst.Attribute) and self._moves_to_device(dataset):
             return True  # a tensor put there: `x.to(device)`, `x.cuda()`
         parts = [a.value for a in dataset.args if a.keyword is None]
-        if self._is_tensor_dataset(dataset):  # `TensorDataset(x.cuda(), y)`
-            return any(self._placed(part) for part in parts)
-        if last_name(dataset.func) not in _COMBINING:
+        if last_name(dataset.func) in _COMBINING:
+            parts = [e.value for p in parts for e in p.elements] if parts and isinstance(
+                parts[0], (cst.List, cst.Tuple)) else parts[:1]
+        elif not self._is_tensor_dataset(dataset):  # `TensorDataset(x.cuda(), y)`
             return False
-        parts = [e.value for p in parts for e in p.elements] if parts and isinstance(
-            parts[0], (cst.List, cst.Tuple)) else parts[:1]
         return any(self._placed(part) for part in parts)
 
     def _dataset_class(self, dataset: cst.BaseExpression) -> str | None:
         """The class `Cls` of the file (by name) that `dataset` is made by: `Cls(...)`,
-        `make(...)` after `make = partial(Cls, ...)`, a variable bound to either."""
+        `make(...)` after `make = partial(Cls, ...)`, a variable bound to either, and a
+        part of such a dataset (`Subset(d, indices)`, `random_split(d, sizes)[0]`)."""
+        if isinstance(dataset, cst.Subscript):
+            dataset = dataset.value
+        if isinstance(dataset, cst.Call) and last_name(dataset.func) in _PARTS:
+            return self._dataset_class(dataset.args[0].value) if dataset.args else None
         if isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name):
             if self.qualified_name(dataset.func) == "functools.partial" and dataset.args:
                 made = dataset.args[0].value
@@ -600,7 +623,8 @@ class LoaderRule(TracksTests, Rule):
     def _lazy(self, call: cst.Call) -> bool:
         """In a method other than `__getitem__`: a call that may build something
         that reads on indexing (a dataset, an HDF5 or memory-mapped file), or a
-        function of unknown origin (a local name)."""
+        function of unknown origin (a local name; not a class of the file seen
+        above without `__getitem__`, such as an encoder module)."""
         func = call.func
         if any(a.keyword is not None and a.keyword.value in ("mmap_mode", "mmap")
                for a in call.args):
@@ -608,7 +632,8 @@ class LoaderRule(TracksTests, Rule):
         qualified = (self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute))
                      else None) or ""
         if not qualified:
-            return isinstance(func, cst.Name)  # a local function (unknown); else a method
+            return isinstance(func, cst.Name) and not (  # a local function (unknown); else a method
+                func.value in self.classes and not self.methods(func.value, "__getitem__"))
         return "dataset" in qualified.lower() or qualified == "numpy.memmap" or \
             qualified.partition(".")[0] in _LAZY_MODULES
 

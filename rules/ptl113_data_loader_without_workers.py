@@ -45,9 +45,10 @@ class DataLoaderWithoutWorkers(LoaderRule):
       project's own class of that name; given in place, through a variable
       bound to one or to what a function of the file returns when its every
       `return` gives one, or through a parameter of a function every call of
-      which in the file passes one, or what such a function returns):
-      indexing tensors in memory costs less than passing the batch from a
-      worker process;
+      which in the file passes one, or what such a function returns; also a
+      part of one, `Subset(d, indices)` or `random_split(d, sizes)`, or a
+      `ConcatDataset` of such): indexing tensors in memory costs less than
+      passing the batch from a worker process;
     - a dataset made on a device (`Cls(root, device=device)`, also inside
       `ConcatDataset([...])` or `Subset(d, indices)`, through a variable
       bound to one, also unpacked (`train, test = tasksets(device=device)`),
@@ -59,7 +60,8 @@ class DataLoaderWithoutWorkers(LoaderRule):
       iterable dataset or a data pipe), and worker processes would each
       replay it unless it also shards its stream by worker;
     - a loader over an instance of a dataset class of the file that is a
-      `TensorDataset` written by hand (also made through `partial(Cls, ...)`):
+      `TensorDataset` written by hand (also made through `partial(Cls, ...)`,
+      or a `Subset` or `random_split` part of one):
       its `__getitem__` only indexes attributes and converts or views them
       (`self.x[i].float()`, torch or NumPy computation), and its other
       methods build nothing that reads on indexing (a dataset, an HDF5 or
