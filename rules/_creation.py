@@ -215,7 +215,9 @@ def classify(call: cst.Call, resolve: Resolve) -> Op | None:
         return Op(call, "cast", cst.parse_expression(f"torch.{CASTS[method]}"), spelled=True)
     if method in ("to", "type") and len(call.args) == 1:
         arg = call.args[0]
-        if (arg.keyword is None or arg.keyword.value == "dtype") and is_dtype(arg.value, resolve):
+        if (arg.keyword is None or arg.keyword.value == "dtype") and (is_dtype(
+                arg.value, resolve) or type(arg.value) is cst.Attribute and arg.value.attr.value
+                == "dtype"):  # `.to(torch.long)`, `.to(x.dtype)`
             return Op(call, "cast", arg.value)
         legacy = resolve(arg.value) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
         dtype = LEGACY_DTYPES.get((legacy or "").removeprefix("torch."))

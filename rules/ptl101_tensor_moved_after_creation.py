@@ -110,7 +110,8 @@ class TensorMovedAfterCreation(Rule):
 
     - a factory (`torch.zeros`, `torch.rand`, `torch.arange`,
       `torch.full`, the window functions, ...), also when a dtype cast
-      (`.long()`, `.half()`, `.to(torch.float16)`, `.type(torch.LongTensor)`),
+      (`.long()`, `.half()`, `.to(torch.float16)`, `.to(x.dtype)`,
+      `.type(torch.LongTensor)`),
       a view (`.unsqueeze(0)`, `.view(...)`, `.t()`, new axes by indexing
       with only `None`, `:` and `...`: `[None, :, :]`), `.repeat(...)`, an
       in-place fill (`.fill_(v)`, `.uniform_()`), element-wise math
