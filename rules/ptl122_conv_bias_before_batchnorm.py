@@ -90,8 +90,11 @@ class ConvBiasBeforeBatchnorm(Rule):
     `...bias` keys (unless `strict=False`), and those loads are usually in
     other files (a training or test script) that the fix cannot see; an
     optimizer state saved earlier no longer matches, and a trained model's
-    eval-mode output changes until the running mean is re-estimated. For a
-    model that will be trained from scratch, apply it by hand, or with
+    eval-mode output changes until the running mean is re-estimated; and
+    code that reaches for the bias afterwards (an init loop's
+    `nn.init.constant_(m.bias, 0)` over every convolution) fails on `None`.
+    For a model that will be trained from scratch, apply it by hand
+    (checking such code), or with
     `extend-unsafe-fixes = ["PTL122"]` and `--fix --unsafe-fixes`. Calls that
     pass the bias positionally or may pass it through `**kwargs` are not
     flagged, nor are test files (`test_*.py`, `*_test.py`, files under
