@@ -6,21 +6,10 @@ import libcst as cst
 from ptlint.analysis.dataflow import last_name
 from ptlint.analysis.names import dotted
 from ptlint.analysis.semantic import BACKWARD, STEP, Function, Site
-from ptlint.analysis.training import scaled_backward
+from ptlint.analysis.training import CLIPS, scaled_backward
 from ptlint.fixers.statements import insert_before, statement
 from ptlint.model import Safety
 from ptlint.rule import Rule
-
-_CLIPS = frozenset({
-    "torch.nn.utils.clip_grad_norm_",
-    "torch.nn.utils.clip_grad_value_",
-    "torch.nn.utils.clip_grad_norm",
-    "torch.nn.utils.clip_grad.clip_grad_norm_",
-    "torch.nn.utils.clip_grad.clip_grad_value_",
-    "torch.nn.utils.clip_grad.clip_grad_norm",
-    "torch.nn.utils.clip_grads_with_norm_",
-    "torch.nn.utils.clip_grad.clip_grads_with_norm_",
-})
 
 
 class ClipGradWithoutUnscale(Rule):
@@ -95,7 +84,7 @@ class ClipGradWithoutUnscale(Rule):
         if "unscale" in name.lower():  # `S.unscale_(optimizer)`; anything else unscales all
             one = name == "unscale_" and isinstance(node.func, cst.Attribute) and dotted(node.func.value)
             self.calls.append((self.model.site(node), "unscale_" if one else "unscale"))
-        elif name.startswith("clip_grad") and self.qualified_name(node.func) in _CLIPS:
+        elif name.startswith("clip_grad") and self.qualified_name(node.func) in CLIPS:
             self.calls.append((self.model.site(node), "clip"))
 
     def leave_Module(self, node: cst.Module) -> None:

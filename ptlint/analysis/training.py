@@ -36,6 +36,17 @@ SCALERS = frozenset({
     "torch.distributed.fsdp.ShardedGradScaler",
     "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
 })
+# gradient clipping: what PTL020 and PTL027 look for
+CLIPS = frozenset({
+    "torch.nn.utils.clip_grad_norm_",
+    "torch.nn.utils.clip_grad_value_",
+    "torch.nn.utils.clip_grad_norm",
+    "torch.nn.utils.clip_grad.clip_grad_norm_",
+    "torch.nn.utils.clip_grad.clip_grad_value_",
+    "torch.nn.utils.clip_grad.clip_grad_norm",
+    "torch.nn.utils.clip_grads_with_norm_",
+    "torch.nn.utils.clip_grad.clip_grads_with_norm_",
+})
 # autocast(...) callables whose first positional parameter is `enabled` ...
 _ENABLED_FIRST = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast",
                             "torch.cpu.amp.autocast", "torch.cpu.amp.autocast_mode.autocast"})
