@@ -62,7 +62,8 @@ def insert_after(owner: Owner, anchor: cst.BaseStatement, new: cst.BaseStatement
 def move_after(owner: Owner, statement: cst.BaseStatement, anchor: cst.BaseStatement) -> Owner:
     """`owner` with `statement` moved from where it is to just after `anchor`
     (both directly in `owner`, in either order). The comment lines directly
-    above `statement` move with it; its blank lines stay behind."""
+    above `statement` move with it; its blank lines stay behind, unless it
+    opened an indented block (the block does not start with a blank line)."""
     body = list(owner.body)
     at = _index(body, statement)
     _index(body, anchor)
@@ -77,6 +78,13 @@ def move_after(owner: Owner, statement: cst.BaseStatement, anchor: cst.BaseState
                 anchor = body[at]
         else:
             footer = (*rest, *footer)
+    if at == 0 and isinstance(owner, cst.IndentedBlock):  # no blank line opens the block now
+        first = body[0]
+        lines = list(first.leading_lines)
+        while lines and lines[0].comment is None:
+            del lines[0]
+        body[0] = first.with_changes(leading_lines=lines)
+        anchor = body[0] if first is anchor else anchor
     body.insert(_index(body, anchor) + 1, statement.with_changes(leading_lines=own))
     return owner.with_changes(body=body, footer=footer)
 

@@ -167,6 +167,14 @@ def test_move_after_the_next_statement_past_blank_lines():
     assert move_after(module, module.body[1], module.body[2]).code == "a()\n\nc()\nb()\n"
 
 
+def test_move_after_the_first_statement_of_a_block_leaves_no_blank_line_first():
+    module = cst.parse_module("for e in r:\n    s.step()\n\n    # train\n    t()\n\n    v()\n")
+    block = module.body[0].body
+    new = move_after(block, block.body[0], block.body[1])
+    assert module.with_deep_changes(block, body=new.body).code == \
+        "for e in r:\n    # train\n    t()\n    s.step()\n\n    v()\n"
+
+
 def test_move_after_last_statement_keeps_blank_lines_in_footer():
     module = cst.parse_module("def f():\n    a()\n\n    b()\n")
     block = module.body[0].body
