@@ -1,0 +1,140 @@
+"""PTL028 scheduler-step-before-optimizer-step."""
+from __future__ import annotations
+
+import libcst as cst
+
+from ptlint.analysis import training as t
+from ptlint.analysis.dataflow import last_name
+from ptlint.analysis.semantic import STEP, Site
+from ptlint.analysis.walk import descendants
+from ptlint.fixers.statements import move_after
+from ptlint.model import Safety
+from ptlint.rule import Rule
+
+_LEAVES = (cst.Continue, cst.Break, cst.Return, cst.Raise)
+
+
+class SchedulerStepBeforeOptimizerStep(Rule):
+    """
+    ## What it does
+    Flags `scheduler.step()` (no arguments) written as a statement of a loop's
+    body before the statement of that body that steps the optimizer, when no
+    earlier statement of the body does: directly (`optimizer.step()`,
+    `scaler.step(optimizer)`) or through a function of the file that does
+    (`train(...)`, `self.train_epoch(...)`), as in the convention of torch
+    before 1.1:
+
+    ```python
+    for epoch in range(epochs):
+        scheduler.step()
+        train(model, loader, optimizer)
+    ```
+
+    A `scheduler.step()` inside an `if` (`if epoch > 0: scheduler.step()`),
+    one given an epoch or a metric (`scheduler.step(epoch)`,
+    `ReduceLROnPlateau`'s `scheduler.step(val_loss)`) and one after a step in
+    the same body are not flagged.
+
+    ## Why is this bad?
+    Since PyTorch 1.1 a scheduler's `step()` moves the learning rate to the
+    value for the *next* step or epoch, and is meant to run after
+    `optimizer.step()`. Called first, it skips the schedule's first value:
+    every learning rate comes one step (or one epoch) early, a `StepLR`
+    decays an epoch before its `step_size`, a warm-up starts past its first
+    value. PyTorch warns once at run time ("Detected call of
+    `lr_scheduler.step()` before `optimizer.step()`"), in a log nobody reads.
+
+    ## Example
+    ```python
+    import torch
+
+    def fit(model, loader, epochs):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)
+        for epoch in range(epochs):
+            scheduler.step()
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+    ```
+
+    Use instead:
+    ```python
+    import torch
+
+    def fit(model, loader, epochs):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)
+        for epoch in range(epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+            scheduler.step()
+    ```
+
+    ## Fix safety
+    Unsafe: the fix moves `scheduler.step()` to just after the last statement
+    of the same body that steps the optimizer (comment lines directly above
+    it move with it). Every learning rate then comes when the schedule says,
+    which changes training. No fix is offered when a statement in between may
+    leave the body early (`continue`, `break`, `return`, `raise`), since the
+    moved call would then be skipped.
+
+    ## References
+    - [How to adjust the learning rate](https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate)
+    """
+
+    code = "PTL028"
+    message = ("`{scheduler}.step()` before the optimizer's step in the same iteration: the "
+               "schedule skips its first value and runs one step early")
+    fix_title = "Move `{scheduler}.step()` after the optimizer's step"
+    fix_safety = Safety.UNSAFE
+    requires_text = ("step()",)
+    semantic = True
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.schedules: list[Site] = []  # `x.step()` statements, directly in a loop's body
+        self.helper_calls: list[Site] = []  # `f(...)`, `self.f(...)`: do they step?
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if type(func) is cst.Name or type(func) is cst.Attribute and last_name(
+                func.value) in ("self", "cls"):
+            self.helper_calls.append(self.model.site(node))
+        elif type(func) is cst.Attribute and func.attr.value == "step" and not node.args:
+            self.schedules.append(self.model.site(node))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        steppers = self.model.helpers(STEP)
+        stepping = {id(s.node) for s in self.helper_calls if last_name(s.node.func) in steppers}
+        for site in self.schedules:
+            loop, function = site.ctx.loop, site.ctx.function
+            found = site.alone()
+            receiver = site.node.func.value
+            if loop is None or found is None or found[0] is not loop.node.body or not (
+                    self.model.kind_is(receiver, function, t.SCHEDULER)) or t.named_like(
+                    receiver, t.OPTIMIZER) or self.model.stepped(site) is not None:
+                continue
+            self._check(site, found[0], found[1], stepping)
+
+    def _check(self, site: Site, owner: cst.IndentedBlock, line: cst.SimpleStatementLine,
+               stepping: set[int]) -> None:
+        model = self.model
+        steps = {id(s.node) for s in site.ctx.function.all_sites()
+                 if s.kind == STEP and model.stepped(s) is not None} | stepping
+        body = list(owner.body)
+        at = body.index(line)
+        stepped = [i for i, statement in enumerate(body) if not steps.isdisjoint(
+            id(n) for n in descendants(statement))]
+        if not stepped or stepped[0] < at:
+            return  # no step in the body after it, or one before it
+        last = stepped[-1]
+        scheduler = cst.Module([]).code_for_node(site.node.func.value)
+        edits = [] if any(isinstance(n, _LEAVES) for statement in body[at + 1:last + 1]
+                          for n in descendants(statement)) else [
+            (owner, move_after(owner, line, body[last]))]
+        self.report(site.node, message=self.message.format(scheduler=scheduler), edits=edits,
+                    fix_title=self.fix_title.format(scheduler=scheduler))
