@@ -63,8 +63,8 @@ class DataLoaderWithoutWorkers(LoaderRule):
       `TensorDataset` written by hand (also made through `partial(Cls, ...)`,
       or a `Subset` or `random_split` part of one):
       its `__getitem__` only indexes attributes and converts or views them
-      (`self.x[i].float()`, torch or NumPy computation), and its other
-      methods build nothing that reads on indexing (a dataset, an HDF5 or
+      (`self.x[i].float()`, `self.x.size(0)`, torch or NumPy computation),
+      and its other methods build nothing that reads on indexing (a dataset, an HDF5 or
       memory-mapped file, the result of a function of unknown origin);
     - a loader whose `collate_fn` (a lambda or a function of the file, or a
       function of the file that it calls), or whose dataset class's
