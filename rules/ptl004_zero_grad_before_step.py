@@ -6,7 +6,7 @@ from typing import NamedTuple
 import libcst as cst
 
 from ptlint.analysis.dataflow import last_name, method_name, var
-from ptlint.analysis.semantic import BACKPROP, BACKWARD, GRAD, STEP, ZERO, Function, Site
+from ptlint.analysis.semantic import GRAD, STEP, ZERO, Function, SemanticModel, Site
 from ptlint.analysis.walk import descendants
 from ptlint.fixers.statements import move_after
 from ptlint.model import Safety
@@ -195,7 +195,7 @@ def _event(site: Site) -> str | None:
     hand, `p.grad = g`, `p.grad.copy_(g)`), "zero" (`x.zero_grad()`) or "step"."""
     node = site.node
     name = last_name(node.func) if isinstance(node, cst.Call) else ""
-    if site.kind == BACKWARD or (site.kind == BACKPROP and name.endswith("backward")):
+    if SemanticModel.runs_backward(site):
         return "backward"  # incl. `self.manual_backward(loss)`, `engine.backward(loss)`
     if site.kind == GRAD:
         return None if isinstance(node, cst.Del) else "backward"

@@ -7,7 +7,7 @@ import libcst as cst
 
 from ptlint.analysis.dataflow import bound_in, last_name, statements, vars_in
 from ptlint.analysis.names import dotted
-from ptlint.analysis.semantic import BACKPROP, BACKWARD, STEP, Function, Site
+from ptlint.analysis.semantic import BACKWARD, STEP, Function, Site
 from ptlint.analysis.training import CLIPS, scaled_backward
 from ptlint.fixers.statements import move_after
 from ptlint.model import Safety
@@ -156,8 +156,7 @@ class ClipGradBeforeBackward(Rule):
         self.model.scan(function.node.body, _State(), apply, _join)
 
     def _event(self, site: Site) -> str | None:
-        if site.kind == BACKWARD or (site.kind == BACKPROP and last_name(
-                site.node.func).endswith("backward")):
+        if self.model.runs_backward(site):
             return "backward"  # incl. `self.manual_backward(loss)`, `accelerator.backward(loss)`
         stepped = self.model.stepped(site) if site.kind == STEP else None
         if stepped is not None:

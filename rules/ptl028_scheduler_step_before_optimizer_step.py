@@ -96,39 +96,38 @@ class SchedulerStepBeforeOptimizerStep(Rule):
 
     def __init__(self, context) -> None:
         super().__init__(context)
-        self.schedules: list[Site] = []  # `x.step()` statements, directly in a loop's body
-        self.helper_calls: list[Site] = []  # `f(...)`, `self.f(...)`: do they step?
+        self.schedules: list[Site] = []  # `x.step()` calls without arguments
 
     def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if type(func) is cst.Name or type(func) is cst.Attribute and last_name(
-                func.value) in ("self", "cls"):
-            self.helper_calls.append(self.model.site(node))
-        elif type(func) is cst.Attribute and func.attr.value == "step" and not node.args:
+        if type(node.func) is cst.Attribute and node.func.attr.value == "step" and not node.args:
             self.schedules.append(self.model.site(node))
 
     def leave_Module(self, node: cst.Module) -> None:
-        steppers = self.model.helpers(STEP)
-        stepping = {id(s.node) for s in self.helper_calls if last_name(s.node.func) in steppers}
         for site in self.schedules:
             loop, function = site.ctx.loop, site.ctx.function
             found = site.alone()
             receiver = site.node.func.value
             if loop is None or found is None or found[0] is not loop.node.body or not (
                     self.model.kind_is(receiver, function, t.SCHEDULER)) or t.named_like(
-                    receiver, t.OPTIMIZER) or self.model.stepped(site) is not None:
-                continue
-            self._check(site, found[0], found[1], stepping)
+                    receiver, t.OPTIMIZER):
+                continue  # (a scheduler's `.step()` is never an optimizer step)
+            self._check(site, *found)
 
-    def _check(self, site: Site, owner: cst.IndentedBlock, line: cst.SimpleStatementLine,
-               stepping: set[int]) -> None:
+    def _check(self, site: Site, owner: cst.IndentedBlock, line: cst.SimpleStatementLine) -> None:
         model = self.model
         steps = {id(s.node) for s in site.ctx.function.all_sites()
-                 if s.kind == STEP and model.stepped(s) is not None} | stepping
+                 if s.kind == STEP and model.stepped(s) is not None}
+        helpers = model.helpers(STEP)  # `train(...)`, `self.train_epoch(...)`: they step
+
+        def steps_in(statement: cst.CSTNode) -> bool:
+            return any(id(n) in steps or type(n) is cst.Call and (
+                type(n.func) is cst.Name or type(n.func) is cst.Attribute and last_name(
+                    n.func.value) in ("self", "cls")) and last_name(n.func) in helpers
+                for n in descendants(statement))
+
         body = list(owner.body)
         at = body.index(line)
-        stepped = [i for i, statement in enumerate(body) if not steps.isdisjoint(
-            id(n) for n in descendants(statement))]
+        stepped = [i for i, statement in enumerate(body) if steps_in(statement)]
         if not stepped or stepped[0] < at:
             return  # no step in the body after it, or one before it
         last = stepped[-1]

@@ -104,6 +104,14 @@ class SemanticModel(Visitor):
             return func.attr.value == "backward"
         return func is not None and self.qualified_name(func, site.ctx) == "torch.autograd.backward"
 
+    @staticmethod
+    def runs_backward(site: Site) -> bool:
+        """A backward pass: a `BACKWARD` mark, or a backpropagating call named
+        `...backward` (`self.manual_backward(loss)`, `accelerator.backward(loss)`,
+        `backward_G()`); not `torch.autograd.grad`."""
+        return site.kind == BACKWARD or (
+            site.kind == BACKPROP and last_name(site.node.func).endswith("backward"))
+
     def is_mark(self, site: Site, kind: str) -> bool:
         """`BACKWARD` marks count as such; a `STEP` mark only when it steps an optimizer."""
         return site.kind == kind and (kind != STEP or self.stepped(site) is not None)
