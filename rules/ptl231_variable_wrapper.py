@@ -27,6 +27,19 @@ _PRIMARY = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.List, cst.Tupl
             cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
+def _pairs(node: cst.Assign) -> list[tuple[str | None, cst.BaseExpression]]:
+    """(target, value) of `a = v` and of each element of `a, b = v, w`."""
+    if len(node.targets) != 1:
+        return []
+    target, value = node.targets[0].target, node.value
+    if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))):
+        return [(dotted(target), value)]
+    if len(target.elements) != len(value.elements) or any(
+            isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
+        return []
+    return [(dotted(t.value), v.value) for t, v in zip(target.elements, value.elements)]
+
+
 def _parenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
     if isinstance(node, _PRIMARY) or node.lpar:
         return node
@@ -90,8 +103,8 @@ class VariableWrapper(Rule):
     that takes it), and `Variable(x, requires_grad=False)`, which says no
     gradient may flow through `x`, becomes `x.detach()`: those forms are
     safe whatever `x` is. `volatile=` is dropped. A statement of its own that would be
-    left as `x = x` (`x = Variable(x)`, `self.h = Variable(self.h)`) is
-    removed, with the comments above it kept above the next statement
+    left as `x = x` (`x = Variable(x)`, `self.h = Variable(self.h)`,
+    `x, y = Variable(x), Variable(y)`) is removed, with the comments above it kept above the next statement
     (not when it is alone in its block, or a comment follows it on its line).
 
     It is safe when `x` is a brand-new tensor that does not require grad: a
@@ -119,13 +132,26 @@ class VariableWrapper(Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.slots: set[int] = set()  # expressions that never need parentheses
-        self.rebinding: dict[int, tuple[str, cst.Assign]] = {}  # `x = Variable(x)`: the call
+        # `x = Variable(x)`, `x, y = Variable(x), Variable(y)`: the statement, by call
+        self.rebinding: dict[int, cst.Assign] = {}
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self.slots.add(id(node.value))
-        target = dotted(node.targets[0].target) if len(node.targets) == 1 else None
-        if target is not None and isinstance(node.value, cst.Call):
-            self.rebinding[id(node.value)] = target, node
+        pairs = _pairs(node)
+        if pairs and all(name is not None and name in (dotted(value), self._unwrapped(value))
+                         for name, value in pairs):  # the fix leaves `x = x`, `x, y = x, y`
+            self.rebinding.update((id(value), node) for _, value in pairs
+                                  if isinstance(value, cst.Call))
+
+    def _unwrapped(self, value: cst.BaseExpression) -> str | None:
+        """`x` for `Variable(x)` or `Variable(x, volatile=...)`, which the fix makes `x`."""
+        if not (isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute))
+                and len(value.args) in (1, 2) and value.args[0].keyword is None
+                and not value.args[0].star and all(a.keyword is not None and a.keyword.value
+                                                   == "volatile" for a in value.args[1:])):
+            return None
+        return dotted(value.args[0].value) if self.qualified_name(value.func) in _VARIABLE \
+            else None
 
     def visit_Arg(self, node: cst.Arg) -> None:
         self.slots.add(id(node.value))
@@ -173,9 +199,8 @@ class VariableWrapper(Rule):
             fresh = True  # the same tensor as Variable's
         safety = Safety.SAFE if fresh else Safety.UNSAFE
         rebinding = self.rebinding.get(id(node))
-        if rebinding is not None and new is data and dotted(data) == rebinding[0]:
-            # `x = Variable(x)` would become `x = x`: the statement goes
-            found = self.model.site(rebinding[1]).alone(())
+        if rebinding is not None:  # the fix would leave `x = x`: the statement goes
+            found = self.model.site(rebinding).alone(())
             if found is not None and len(found[0].body) > 1 \
                     and found[1].trailing_whitespace.comment is None:
                 block, line = found  # (a block of its own, or a comment after it: kept)

@@ -389,9 +389,12 @@ def step(model, loader, h):
         x = Variable(x)
         out = model(x)
         y = Variable(y)  # labels
+        x, y = Variable(x, volatile=True), Variable(y)
+        a, b = Variable(x), Variable(y.cuda())
+        b, x = b, Variable(x)
     if h is not None:
         h = Variable(h)
-    return out, y, h
+    return out, y, h, a, b
 """
 
 
@@ -402,6 +405,9 @@ def test_ptl231_removes_a_statement_its_fix_would_leave_as_x_equals_x(tmp_path):
     # kept where removing it would lose the comment after it, or empty its block
     assert "        y = y  # labels\n" in text
     assert "        h = h\n" in text
+    # the tuple form: gone when every element stays itself, else kept with the calls unwrapped
+    assert "x, y =" not in text and "        a, b = x, y.cuda()\n" in text, text
+    assert "b, x =" not in text, text
 
 
 OLD_IMPORT = """\
