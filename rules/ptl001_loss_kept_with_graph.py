@@ -219,12 +219,15 @@ class _Analysis:
     def _prepass(self) -> None:
         self.roots: dict[int, set[str]] = {}  # id(loop) -> vars backpropagated inside it
         self.retained: dict[int, set[str]] = {}
+        self.stepping: set[int] = set()  # id(loop) of the loops a backward runs in directly
         all_roots: set[str] = set()
         for site in self.function.all_sites():
             found = self._backward_roots(site.node) if site.kind in (BACKWARD, BACKPROP) else None
             if found is None:
                 continue
             all_roots |= found[0]
+            if site.ctx.loop is not None:
+                self.stepping.add(id(site.ctx.loop.node))
             for loop in site.ctx.loop.outward() if site.ctx.loop is not None else ():
                 self.roots.setdefault(id(loop.node), set()).update(found[0])
                 if found[1]:
@@ -296,7 +299,7 @@ class _Analysis:
     def _small(self, small: cst.CSTNode, loops: tuple) -> None:
         store = _store(small)
         if store is not None and loops and not self.nograd:
-            self._check(small, store[0], store[1], loops[-1])
+            self._check(small, store[0], store[1], loops)
         if isinstance(small, cst.Assign):
             for target in small.targets:  # an accumulation carries the total over
                 self._bind(target.target, small.value, loops, store is None)
@@ -364,9 +367,16 @@ class _Analysis:
                 return state
         return None
 
-    def _check(self, small, accumulator, items, loop) -> None:
-        if accumulator is None or accumulator in self.resets.get(id(loop), ()):
-            return  # a fresh container or total every iteration
+    def _check(self, small, accumulator, items, loops) -> None:
+        # a fresh container or total every iteration, or every iteration of a loop that
+        # runs a backward around the inner one (`for batch ...: parts = []`, then
+        # `for head ...: parts.append(loss)`)
+        step = next((i for i in range(len(loops) - 1, -1, -1) if id(loops[i]) in self.stepping),
+                    len(loops) - 1)
+        if accumulator is None or any(accumulator in self.resets.get(id(loop), ())
+                                      for loop in loops[step:]):
+            return
+        loop = loops[-1]
         if accumulator in self.backpropagated:
             return  # summed or stacked to be backpropagated: the graph is wanted
         if isinstance(small, cst.Expr) and self.model.holds(accumulator, self.function) == INSTANCE:
