@@ -433,11 +433,9 @@ class TensorMovedAfterCreation(Rule):
         return True
 
     # -- the moves ------------------------------------------------------------------
-    def visit_Module(self, node: cst.Module) -> None:
-        self._next_statement(node.body)
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self._next_statement(node.body)
+    # after the block, when the imports in it (and above) resolve
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
+        self._next_statement(original_node.body)
 
     def _next_statement(self, body) -> None:
         """`x = torch.zeros(n)` and then `x = x.cuda()` (or `if c: x = x.cuda()`): the
@@ -543,6 +541,7 @@ class TensorMovedAfterCreation(Rule):
                             self.context.source)
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        self._next_statement(original_node.body)
         for found in self.findings:
             if found.source is not None and not (found.scope and found.scope.on_cpu(found.source)):
                 continue

@@ -37,6 +37,26 @@ def test_ptl101_silent_where_the_file_changes_the_default_device(cli, tmp_path):
         assert proc.returncode == 0 and codes(proc) == [], setting
 
 
+def test_ptl101_a_move_just_after_the_creation_at_module_level_or_after_a_local_import(
+        cli, tmp_path):
+    # the two statements are checked once their block's imports resolve
+    script = write(tmp_path / "script.py", """\
+        import torch
+
+        grid = torch.rand(5, 4)
+        grid = grid.cuda()
+
+
+        def make(n):
+            import torch as T
+            mask = T.ones(n)
+            mask = mask.to("cuda")
+            return mask
+        """)
+    assert codes(cli(str(script), "--select", "PTL101", "--output-format", "json")) == [
+        (4, "PTL101"), (10, "PTL101")]
+
+
 def test_ptl101_and_ptl230_fix_a_legacy_constructor_into_one_factory(cli, tmp_path):
     script = write(tmp_path / "legacy.py", """\
         import torch
