@@ -42,6 +42,9 @@ _HARMLESS = frozenset({"print", "len", "isinstance", "type", "id", "repr", "str"
 _EVALUATES = re.compile(r"(?i)(val|valid|validate|validation|eval|evaluate|evaluation|test|"
                         r"infer|inference|predict)(_|$)")
 _TRAINS = re.compile(r"backward|optim|\.step\(")  # in a file without these, nothing is trained
+# imported functions named for training: `train_epoch(model, ...)`, `fit(...)`, `run(...)`
+_TRAINING_NAME = re.compile(r"(?i)train|fit|learn|optim|tune|step|solve|update|run|main|loop|"
+                            r"epoch|engine|distil")
 _IMPORT_LINE = re.compile(r"(?m)^[ \t]*(?:import|from)[ \t].*$")
 _TRAIN_MODE = re.compile(r"\.train\((?!\s*(?:mode\s*=\s*)?False\s*\))")  # not `.train(False)`
 
@@ -88,9 +91,11 @@ class DataParallel(TracksTests, Rule):
       wrapped model is only run under `torch.no_grad()` /
       `torch.inference_mode()` (a block or a decorated function) or handed to
       functions that evaluate it (named for evaluation: `validate(...)`,
-      `evaluate_...`, `test_...`, `predict(...)`; or functions of the file
+      `evaluate_...`, `test_...`, `predict(...)`; functions of the file
       that put that argument in `.eval()` and train nothing:
-      `get_logits(model, loader)`) and is not returned, or it is put in
+      `get_logits(model, loader)`; or functions the file imports by name,
+      not named for training, which get no optimizer from a file without one:
+      `fill_memory_bank(loader, model, bank)`) and is not returned, or it is put in
       `.eval()` (also by such a function of the file, chained to the wrap,
       `DataParallel(m).eval()`, or inside it, `DataParallel(m.eval())`, or on
       the model whose parts are wrapped in `for k, part in m._modules.items()`
@@ -105,7 +110,8 @@ class DataParallel(TracksTests, Rule):
       uses after that are of the model itself);
     - a wrapper that never runs: a name of its own used through its `.module`
       (`donor.module.load_state_dict(...)`, `net.decoder = donor.module.decoder`,
-      `torch.save(net.module.state_dict(), path)`) and otherwise only in ways
+      `torch.save(net.module.state_dict(), path)`, `net.module.head = nn.Identity()`)
+      and otherwise only in ways
       that do not run it (`.eval()`, `.to(device)`, `.state_dict()`,
       `print(net)`, `net` alone on a notebook's line), never called, handed on,
       returned or assigned to another; and a wrap of a `ModuleList` or
@@ -220,6 +226,7 @@ class DataParallel(TracksTests, Rule):
         self.parts: dict[tuple[int, str], str] = {}  # (owner, loop variable) -> the model it is of
         self.handed: list[tuple[str, cst.Call]] = []  # calls of named functions: (name, call)
         self.evaluators: dict[str, set[int | str]] = {}  # see `_evaluators`
+        self.lent: set[str] = set()  # see `_lent_to`
         self.containers: set[tuple[int, str]] = set()  # (owner, name) bound to a ModuleList
         self.lightning: set[int] = set()  # ids of the LightningModule classes of the file
         self._by_owner: dict[int, list[tuple[str, str, bool, bool]]] = {}  # `_owner_uses`
@@ -436,6 +443,8 @@ class DataParallel(TracksTests, Rule):
             if slots:
                 self.evaluated.update(dotted(arg.value) or "" for arg in _handed(call, slots))
         trains = _trains(self.context.source)
+        if not trains:
+            self.lent = _lent_to(original_node, self.evaluators)
         inference = self._inference_wraps(trains)
         # an evaluation script: the model is put in eval mode and never trained
         evaluated = set() if trains or _TRAIN_MODE.search(self.context.source) else self.evaluated
@@ -598,7 +607,7 @@ class DataParallel(TracksTests, Rule):
             if name in unwrapped:
                 continue
             if name in targets:
-                uses.append((name, _use(node, up, self.evaluators), no_grad, returned))
+                uses.append((name, _use(node, up, self.evaluators, self.lent), no_grad, returned))
                 continue
             inner = no_grad
             if isinstance(node, cst.With) and any(self._no_grad(i.item) for i in node.items):
@@ -718,6 +727,18 @@ def _evaluators(module: cst.Module) -> dict[str, set[int | str]]:
     return found
 
 
+def _lent_to(module: cst.Module, defined: dict) -> set[str]:
+    """In a file that trains nothing: the functions it imports by name
+    (`from utils import fill_memory_bank`), not named for training nor defined
+    in the file. A model handed to one is evaluated there: it gets no optimizer."""
+    found: set[str] = set()
+    for statement in module.body:
+        for small in statement.body if type(statement) is cst.SimpleStatementLine else ():
+            if type(small) is cst.ImportFrom and not isinstance(small.names, cst.ImportStar):
+                found.update(dotted(a.asname.name if a.asname else a.name) or "" for a in small.names)
+    return {name for name in found if not _TRAINING_NAME.search(name)} - set(defined)
+
+
 def _handed(call: cst.Call, slots: set[int | str]) -> list[cst.Arg]:
     """The arguments of `call` that land in the parameters `slots`."""
     handed = []
@@ -729,16 +750,17 @@ def _handed(call: cst.Call, slots: set[int | str]) -> list[cst.Arg]:
     return handed
 
 
-def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]]) -> str:
+def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]], lent: set[str]) -> str:
     """How an occurrence of the wrapped model uses it: "bound" (an assignment target, a
     parameter), "alias" (assigned to another name), "loaded" (`model.load_state_dict(...)`),
     "inert" (`.eval()`, `print(model)`, `model` alone on a line,
     `for p in model.parameters()`), "module-inert" (the same through `.module`:
-    `model.module.state_dict()`), "parameters" (`model.parameters()` handed on),
+    `model.module.state_dict()`, or a part set there: `model.module.head = ...`), "parameters" (`model.parameters()` handed on),
     "read" (an attribute read: `model.output_dim`), "unwrapped" (a use through its
     `.module`: `model.module.encoder(x)`), "called" (`model(x)`),
     "evaluated" (an argument of a function named for evaluation, `validate(loader, model)`,
-    or of one of the file's `evaluators` that puts it in `.eval()`)
+    of one of the file's `evaluators` that puts it in `.eval()`, or of a function `lent`
+    the model by a file that trains nothing)
     or "passed" (anything else: an argument, an operand, a part run: `model.encoder(x)`).
     `up`: the walk's entry of the node's parent (node, its parent's entry, ...)."""
     chain: list[cst.CSTNode] = []  # parent first, a few levels up
@@ -759,6 +781,8 @@ def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]]) -> str:
         i += 1
     if i:
         last, after = chain[i - 1].attr.value, chain[i] if i < len(chain) else None
+        if isinstance(after, cst.AssignTarget):  # `model.module.head = Identity()`: a store
+            return "module-inert" if chain[0].attr.value == "module" else "read"
         if isinstance(after, cst.Call) and after.func is chain[i - 1]:
             if last in _PARAMETERS:
                 iterated = i + 1 < len(chain) and isinstance(chain[i + 1], cst.For) and \
@@ -776,7 +800,8 @@ def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]]) -> str:
         and isinstance(chain[1], cst.Call) else None
     if callee in _HARMLESS:
         return "inert"
-    if callee is not None and (_EVALUATES.match(callee) or any(
+    if callee is not None and (_EVALUATES.match(callee) or callee in lent and isinstance(
+            chain[1].func, cst.Name) or any(
             arg is parent for arg in _handed(chain[1], evaluators.get(callee, set())))):
         return "evaluated"
     return "passed"

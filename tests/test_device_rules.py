@@ -57,6 +57,34 @@ def test_ptl101_a_move_just_after_the_creation_at_module_level_or_after_a_local_
         (4, "PTL101"), (10, "PTL101")]
 
 
+def test_ptl102_silent_for_a_model_a_file_that_trains_nothing_lends_to_an_imported_helper(
+        cli, tmp_path):
+    # a script that loads weights and mines neighbours with a helper of its project: the
+    # helper gets no optimizer, and setting a part through `.module` runs nothing
+    mine = """\
+        import torch
+        from utils.utils import fill_memory_bank, get_model
+        from utils.train import train_model
+
+
+        def main(p, loader, bank):
+            model = torch.nn.DataParallel(get_model(p))
+            model = model.cuda()
+            model.load_state_dict(torch.load(p["ckpt"]))
+            torch.save(model.module.state_dict(), p["out"])
+            model.module.contrastive_head = torch.nn.Identity()
+            fill_memory_bank(loader, model, bank)
+        """
+    script = write(tmp_path / "mine.py", mine)
+    assert codes(cli(str(script), "--select", "PTL102", "--output-format", "json")) == []
+    # handed to an imported function named for training, or in a file that trains
+    for changed in (mine.replace("fill_memory_bank(loader", "train_model(loader"),
+                    mine + "    bank.loss.backward()\n"):
+        script = write(tmp_path / "mine.py", changed)
+        assert codes(cli(str(script), "--select", "PTL102", "--output-format", "json")) == [
+            (7, "PTL102")], changed
+
+
 def test_ptl101_and_ptl230_fix_a_legacy_constructor_into_one_factory(cli, tmp_path):
     script = write(tmp_path / "legacy.py", """\
         import torch
