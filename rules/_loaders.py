@@ -681,10 +681,21 @@ def _first_batch_only(loop: cst.For) -> bool:
     args.n_samples - 1: break`) counts as a few when the loop neither
     backpropagates nor steps: samples taken to look at, not a pass over the data."""
     last = last_statement(loop.body)
-    if isinstance(last, cst.Break):
+    if isinstance(last, cst.Break) or _waits_for_the_user(loop):
         return True
     first = loop.body.body[0] if isinstance(loop.body, cst.IndentedBlock) else None
     return _stops_early(loop, last) or _stops_early(loop, first)
+
+
+def _waits_for_the_user(loop: cst.For) -> bool:
+    """A loop that shows batches one at a time and waits for the user between them
+    (`cv2.waitKey()`, `plt.show()`, `input()`) and neither backpropagates nor steps."""
+    calls = [node for node in descendants(loop.body) if isinstance(node, cst.Call)]
+    return any(dotted(call.func) in _WAITS for call in calls) and not any(
+        _trains(last_name(call.func)) for call in calls)
+
+
+_WAITS = frozenset({"cv2.waitKey", "plt.show", "pyplot.show", "matplotlib.pyplot.show", "input"})
 
 
 def _stops_early(loop: cst.For, guard: cst.CSTNode | None) -> bool:

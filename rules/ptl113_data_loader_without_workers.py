@@ -37,7 +37,8 @@ class DataLoaderWithoutWorkers(LoaderRule):
       few: `for i, b in enumerate(loader): ...; if i == 1: break`, the same
       test first in the body (`if i >= 3: break`), or
       `if i == n_samples - 1: break` in a loop that neither backpropagates
-      nor steps) or never used;
+      nor steps, or such a loop that waits for the user between batches:
+      `cv2.waitKey()`, `plt.show()`, `input()`) or never used;
     - a loader over indices or values already in memory
       (`DataLoader(range(n), ...)`, `DataLoader(torch.arange(n), ...)`,
       `torch.randperm(n)`, a list or tuple display, also through a variable

@@ -32,7 +32,8 @@ class DataLoaderWithoutPinMemory(LoaderRule):
     `len(loader)`, a loop that breaks after its first batch or a few:
     `if i == 1: break` over `enumerate(loader)`, last or first in the body,
     or `if i == n_samples - 1: break` in a loop that neither backpropagates
-    nor steps) or never used, a loader over indices or values already in
+    nor steps, or such a loop that waits for the user between batches:
+    `cv2.waitKey()`, `plt.show()`, `input()`) or never used, a loader over indices or values already in
     memory (`DataLoader(range(n), ...)`, a list display, or a variable bound
     to one), a dataset made on a device (`Cls(root, device=device)`, a
     `TensorDataset` of a tensor moved there, also inside `ConcatDataset([...])`
