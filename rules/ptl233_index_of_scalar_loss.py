@@ -17,8 +17,9 @@ class IndexOfScalarLoss(Rule):
     Flags `x.data[0]` (and `loss[0]`, on a name that says it is a loss)
     where `x` holds the value of a loss function in that function:
     `loss = criterion(out, y)`, `loss = F.nll_loss(...)`,
-    `loss = nn.MSELoss()(a, b)`; also a loss function's call indexed in
-    place (`F.nll_loss(out, y).data[0]`). A name with any other binding in
+    `loss = nn.MSELoss()(a, b)`, losses summed or scaled
+    (`d_loss = d_loss_real + 0.5 * d_loss_fake`); also a loss function's
+    call indexed in place (`F.nll_loss(out, y).data[0]`). A name with any other binding in
     the function, a loss computed with `reduction="none"` or
     `reduce=False` there (one value per element), and an index taken where a
     test has just found the value to be a tuple or a list (`out[0] if

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from ptlint.analysis.semantic import Function
 
 
+_SUMS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+
+
 class Bindings:
     def __init__(self, functions: list["Function"]) -> None:
         self.classes: dict[str, str] = {}  # classes of the file: MODULE, CONTAINER or INSTANCE
@@ -101,6 +104,12 @@ class Bindings:
             kind = next(iter(found)) if found and len(found) == 1 else None
         elif kind is None and type(value) is cst.Call and self._calls_loss(value):
             kind = t.LOSS
+        elif kind is None and type(value) is cst.BinaryOperation and type(value.operator) in _SUMS:
+            # `d_loss = d_loss_real + d_loss_fake`, `loss = a + 0.1 * b`: losses summed
+            sides = [side for side in (value.left, value.right)
+                     if type(side) not in (cst.Integer, cst.Float)]
+            kind = t.LOSS if sides and all(
+                self._value(local, side, fn) == t.LOSS for side in sides) else None
         return kind
 
     def _calls_loss(self, call: cst.Call) -> bool:
