@@ -4,7 +4,8 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.analysis import training as t
-from ptlint.analysis.dataflow import last_name
+from ptlint.analysis.dataflow import block as block_of
+from ptlint.analysis.dataflow import bound_in, last_name, statements, target_vars, vars_in
 from ptlint.analysis.semantic import STEP, Site
 from ptlint.analysis.walk import descendants
 from ptlint.fixers.statements import move_after
@@ -30,8 +31,11 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         train(model, loader, optimizer)
     ```
 
-    A `scheduler.step()` inside an `if` (`if epoch > 0: scheduler.step()`),
-    one given an epoch or a metric (`scheduler.step(epoch)`,
+    Also in the body of an `if`, a statement of the loop's body, whose test
+    reads nothing the loop binds: a setting (`if args.sgdr: sgdr.step()`).
+    A `scheduler.step()` inside any other `if` (`if epoch > 0:
+    scheduler.step()`, which keeps the first value on purpose), one given an
+    epoch or a metric (`scheduler.step(epoch)`,
     `ReduceLROnPlateau`'s `scheduler.step(val_loss)`) and one after a step in
     the same body are not flagged.
 
@@ -75,7 +79,8 @@ class SchedulerStepBeforeOptimizerStep(Rule):
     ```
 
     ## Fix safety
-    Unsafe: the fix moves `scheduler.step()` to just after the last statement
+    Unsafe: the fix moves `scheduler.step()` (or its `if`, when the call is
+    all the `if` holds and it has no `else`) to just after the last statement
     of the same body that steps the optimizer (comment lines directly above
     it move with it). Every learning rate then comes when the schedule says,
     which changes training. No fix is offered when a statement in between may
@@ -107,13 +112,35 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             loop, function = site.ctx.loop, site.ctx.function
             found = site.alone()
             receiver = site.node.func.value
-            if loop is None or found is None or found[0] is not loop.node.body or not (
+            if loop is None or found is None or not (
                     self.model.kind_is(receiver, function, t.SCHEDULER)) or t.named_like(
                     receiver, t.OPTIMIZER):
                 continue  # (a scheduler's `.step()` is never an optimizer step)
-            self._check(site, *found)
+            if found[0] is not loop.node.body:  # `if args.sgdr: sgdr.step()`: a setting's test
+                found = self._under_a_setting(loop, found[1])
+            if found is not None:
+                self._check(site, *found)
 
-    def _check(self, site: Site, owner: cst.IndentedBlock, line: cst.SimpleStatementLine) -> None:
+    def _under_a_setting(self, loop, line: cst.CSTNode):
+        """(loop body, the `if`, whether a fix may move it) when `line` is in the
+        body of an `if` that is a statement of the loop's body and whose test reads
+        nothing the loop binds (`if args.sgdr:`, `if scheduler is not None:`; not
+        `if epoch > 0:`, which keeps the first value on purpose). The `if` moves
+        when `line` is all it holds."""
+        node = loop.node
+        path = self.model.path(line, node.body)
+        statement = path[1] if len(path) == 4 else None  # body, `if`, its block, the line
+        if not (type(statement) is cst.If and statement.body is path[2]):
+            return None
+        bound = bound_in(statements(block_of(node.body)))  # what the loop binds
+        if type(node) is cst.For:
+            bound.update(target_vars(node.target))
+        if vars_in(statement.test) & bound:
+            return None
+        return node.body, statement, statement.orelse is None and len(path[2].body) == 1
+
+    def _check(self, site: Site, owner: cst.IndentedBlock, line: cst.BaseStatement,
+               movable: bool = True) -> None:
         model = self.model
         steps = {id(s.node) for s in site.ctx.function.all_sites()
                  if s.kind == STEP and model.stepped(s) is not None}
@@ -128,12 +155,12 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         body = list(owner.body)
         at = body.index(line)
         stepped = [i for i, statement in enumerate(body) if steps_in(statement)]
-        if not stepped or stepped[0] < at:
-            return  # no step in the body after it, or one before it
+        if not stepped or stepped[0] <= at:
+            return  # no step in the body after it, or one before it (or in its `if`)
         last = stepped[-1]
         scheduler = cst.Module([]).code_for_node(site.node.func.value)
-        edits = [] if any(isinstance(n, _LEAVES) for statement in body[at + 1:last + 1]
-                          for n in descendants(statement)) else [
-            (owner, move_after(owner, line, body[last]))]
+        leaves = any(isinstance(n, _LEAVES) for statement in body[at + 1:last + 1]
+                     for n in descendants(statement))
+        edits = [(owner, move_after(owner, line, body[last]))] if movable and not leaves else []
         self.report(site.node, message=self.message.format(scheduler=scheduler), edits=edits,
                     fix_title=self.fix_title.format(scheduler=scheduler))
