@@ -134,8 +134,9 @@ class TensorMovedAfterCreation(Rule):
       `t`'s device, so with `t` on the GPU nothing touches host memory;
     - a factory (with the same steps) assigned to a name that the next
       statement moves: `x = torch.zeros(n)` then `x = x.cuda()`, or
-      `if x.is_cuda: x = x.cuda()`, or `x = x.long().to(device)` and
-      `x = x.to(device).float()` (casts and views on the way), also in a tuple (`x, z = x.cuda(), z.cuda()`);
+      `if x.is_cuda: x = x.cuda()`, `x = x.cuda() if t.is_cuda else x`, or
+      `x = x.long().to(device)` and `x = x.to(device).float()` (casts and
+      views on the way), also in a tuple (`x, z = x.cuda(), z.cuda()`);
       items set to a number in between (`x[0, 0] = 0`,
       `x[:, 0] = math.inf`) do not count, nor does filling it in place
       (`x.normal_(0, 1)`, `x.zero_()`: the move is reported without a fix),
@@ -656,7 +657,13 @@ def _move_of(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
 
 def _moved(target: cst.BaseExpression, value: cst.BaseExpression) -> tuple[str, cst.Call] | None:
     """(name, move) when `value` moves the name `target` (through casts and views,
-    before or after the move: `x.long().cuda()`, `x.to(device).float()`)."""
+    before or after the move: `x.long().cuda()`, `x.to(device).float()`; also
+    `x.cuda() if t.is_cuda else x`)."""
+    if isinstance(value, cst.IfExp):
+        kept = [isinstance(v, cst.Name) and v.deep_equals(target) for v in (value.body, value.orelse)]
+        if kept.count(True) != 1:
+            return None
+        value = value.orelse if kept[0] else value.body
     while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
            and (value.func.attr.value in CASTS or value.func.attr.value in VIEWS)
            and isinstance(value.func.value, cst.Call)):
