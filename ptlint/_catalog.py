@@ -80,7 +80,7 @@ LOAD = {
     'PTL033': ('ptl033_tensor_from_tensor', ('tensor(',), None),
     'PTL090': ('ptl090_unused_noqa', (), None),
     'PTL101': ('ptl101_tensor_moved_after_creation', ('.cuda(', '.to('), None),
-    'PTL102': ('ptl102_data_parallel', ('DataParallel',), None),
+    'PTL102': ('ptl102_data_parallel', ('DataParallel', 'data_parallel'), None),
     'PTL110': ('ptl110_log_of_one_plus', ('log',), None),
     'PTL111': ('ptl111_exp_minus_one', ('exp',), None),
     'PTL112': ('ptl112_log_sum_exp', ('exp',), None),

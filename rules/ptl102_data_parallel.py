@@ -10,7 +10,7 @@ from ptlint.analysis.dataflow import last_name, never_true, target_vars
 from ptlint.analysis.names import dotted
 from ptlint.analysis.training import OFF, grad_mode
 from ptlint.analysis.walk import children, descendants
-from ptlint.fixers.arguments import keyword
+from ptlint.fixers.arguments import argument, keyword
 from ptlint.fixers.expressions import as_receiver
 from ptlint.rule import Rule, without_comments
 from ptlint.model import Safety
@@ -18,6 +18,8 @@ from ptlint.rules._tests import TracksTests
 
 _DATA_PARALLEL = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                   "torch.nn.parallel.data_parallel.DataParallel")
+# the functional form: `nn.parallel.data_parallel(module, inputs, device_ids)`
+_FUNCTIONAL = ("torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel")
 # what a test of "are we distributed?" mentions
 _DISTRIBUTED = re.compile(r"(?i)distributed|ddp|world_size|is_initialized|get_world_size|"
                           r"local_rank")
@@ -65,7 +67,11 @@ class DataParallel(TracksTests, Rule):
     """
     ## What it does
     Flags `torch.nn.DataParallel(...)` (through any import alias) and classes
-    that subclass it.
+    that subclass it; also its functional form,
+    `nn.parallel.data_parallel(module, inputs, device_ids)`, which replicates
+    the module to the GPUs on every call (reported without a fix, where the
+    exceptions below that concern the call itself leave it: a fallback
+    branch, one GPU, test code, code that never runs, a LightningModule).
 
     Not flagged:
 
@@ -203,7 +209,7 @@ class DataParallel(TracksTests, Rule):
                  "`DataParallel` otherwise")
     fix_safety = Safety.UNSAFE
     tags = ("performance",)
-    requires_text = ("DataParallel",)
+    requires_text = ("DataParallel", "data_parallel")
     test_names_need_a_framework = True  # `test_step(model)` is an evaluation step
 
     def __init__(self, context) -> None:
@@ -214,6 +220,7 @@ class DataParallel(TracksTests, Rule):
         self.branches: list[bool] = []  # for each branch entered: is it one of those
         self.tests: list[cst.BaseExpression | None] = []  # and the test that enters it
         self.wraps: list[_Wrap] = []
+        self.functional: list[cst.Call] = []  # `nn.parallel.data_parallel(...)` calls
         self.owners: list[cst.CSTNode] = []  # module, then the enclosing classes and functions
         self.on_device: set[tuple[int, str]] = set()  # (owner, name) moved to a device so far
         self.notebook = context.path.endswith(".ipynb")  # no fix there
@@ -406,7 +413,7 @@ class DataParallel(TracksTests, Rule):
         qualified = self.qualified_name(func)
         if node.args and self._ddp(func):
             self.ddp_wraps.add((id(self.owners[-1]), dotted(node.args[0].value)))
-        if qualified not in _DATA_PARALLEL or any(
+        if qualified not in _DATA_PARALLEL + _FUNCTIONAL or any(
                 test is not None and never_true(test, self.owners[-1]) for test in self.tests):
             return  # (the body of `if parallel:` after `parallel = False` never runs)
         if any(id(owner) in self.lightning for owner in self.owners):
@@ -415,10 +422,14 @@ class DataParallel(TracksTests, Rule):
                 id(self._owner(dotted(node.args[0].value))), dotted(node.args[0].value))
                 in self.containers):
             return  # a `ModuleList` has no `forward`: the wrap never runs
-        devices = keyword(node, "device_ids")
+        devices = argument(node, "device_ids", 2) if qualified in _FUNCTIONAL else keyword(
+            node, "device_ids")
         if devices is not None and isinstance(devices.value, (cst.List, cst.Tuple)) \
                 and len(devices.value.elements) == 1:
             return  # `DataParallel(m, device_ids=[0])`: one GPU, the model runs as it is
+        if qualified in _FUNCTIONAL:
+            self.functional.append(node)
+            return
         replaced = self.moves.get(id(node), node)
         rebuildable = bool(node.args) and not any(a.star for a in node.args) and (
             node.args[0].keyword is None or node.args[0].keyword.value == "module")
@@ -435,7 +446,13 @@ class DataParallel(TracksTests, Rule):
                                 on_device, self.owners[-1], bool(self.branches)))
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        if not self.wraps or _one_visible_device(self.context.source):
+        if _one_visible_device(self.context.source):
+            return
+        for call in self.functional:
+            self.report(call, message=(
+                "`data_parallel(...)` replicates the module to every GPU on each call: "
+                "slower than `DistributedDataParallel`, even on one machine"))
+        if not self.wraps:
             return
         self.evaluators = _evaluators(original_node)
         for callee, call in self.handed:  # `get_logits(model, loader)`: puts `model` in eval
