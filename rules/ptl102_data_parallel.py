@@ -193,7 +193,9 @@ class DataParallel(TracksTests, Rule):
       with `torchrun`) now trains with `DistributedDataParallel`, which
       averages gradients across processes, expects every process to run the
       same number of steps and uses only the model's own device
-      (`device_ids` and `output_device` are not passed to it).
+      (`device_ids` and `output_device` are not passed to it); code that
+      tests `isinstance(model, nn.DataParallel)` (to save `model.module`)
+      takes its other branch there, and writes the `module.` prefix.
 
     No fix is offered in notebooks (a kernel cannot be launched with
     `torchrun`) and for calls with `**kwargs`.
