@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import last_name, var
+from ptlint.analysis.dataflow import bound_in, last_name, var
+from ptlint.analysis.semantic import BACKWARD
 from ptlint.analysis.training import LOSS
 from ptlint.analysis.walk import descendants
 from ptlint.fixers.expressions import call_method
@@ -18,8 +19,10 @@ class IndexOfScalarLoss(Rule):
     where `x` holds the value of a loss function in that function:
     `loss = criterion(out, y)`, `loss = F.nll_loss(...)`,
     `loss = nn.MSELoss()(a, b)`, losses summed or scaled
-    (`d_loss = d_loss_real + 0.5 * d_loss_fake`); also a loss function's
-    call indexed in place (`F.nll_loss(out, y).data[0]`). A name with any other binding in
+    (`d_loss = d_loss_real + 0.5 * d_loss_fake`), or any value bound once in
+    the function and backpropagated there without a gradient argument
+    (`loss.backward()` needs a 0-dim tensor: `loss, prec = self._forward(x, y)`);
+    also a loss function's call indexed in place (`F.nll_loss(out, y).data[0]`). A name with any other binding in
     the function, a loss computed with `reduction="none"` or
     `reduce=False` there (one value per element), and an index taken where a
     test has just found the value to be a tuple or a list (`out[0] if
@@ -84,10 +87,24 @@ class IndexOfScalarLoss(Rule):
         # (what names hold is known once the whole file is walked)
         for node, value, function in self.indexed:
             loss = self.model.bindings.is_loss_call(value, function) if isinstance(
-                value, cst.Call) else self.model.holds(var(value), function) == LOSS
+                value, cst.Call) else self.model.holds(var(value), function) == LOSS or (
+                _backpropagated(var(value), function))
             if loss and not _per_element(function.node) and not _sequence_checked(
                     self.model.path(node, function.node), value):
                 self.report(node, replacement=call_method(value, "item"))
+
+
+def _backpropagated(key: str | None, function) -> bool:
+    """`key.backward()` without a gradient in the function, which binds `key` once:
+    a backward that needs no gradient is taken of a 0-dim tensor
+    (`loss, prec = self._forward(x, y)` ... `loss.backward()`)."""
+    if key is None or sum(key in bound_in([event]) for event in function.events) != 1:
+        return False
+    return any(site.kind == BACKWARD and type(site.node.func) is cst.Attribute
+               and site.node.func.attr.value == "backward" and var(site.node.func.value) == key
+               and not any(a.keyword is None or a.keyword.value == "gradient"
+                           for a in site.node.args)
+               for site in function.all_sites())
 
 
 def _sequence_checked(path: list[cst.CSTNode], value: cst.BaseExpression) -> bool:
