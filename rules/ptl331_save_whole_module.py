@@ -22,11 +22,18 @@ _MODULE_ONLY = frozenset({"parameters", "named_parameters", "modules", "named_mo
 
 
 class _Binding:
-    __slots__ = ("module", "placeholder")
+    __slots__ = ("module", "placeholder", "items", "changed")
 
-    def __init__(self, module: bool, placeholder: bool = False) -> None:
+    def __init__(self, module: bool, placeholder: bool = False, items: list | None = None) -> None:
         self.module = module  # known or shown (by a module-only method) to hold a module
         self.placeholder = placeholder  # a global used before the file binds it
+        self.items = items  # the values of the dict, list or tuple display it is bound to
+        self.changed = False  # an item set or the container changed by a method
+
+
+# methods that change a dict or list in place
+_CHANGES = frozenset({"update", "pop", "setdefault", "append", "extend", "insert", "clear",
+                      "remove", "popitem", "__setitem__"})
 
 
 # methods that return the module they are called on
@@ -45,7 +52,9 @@ class SaveWholeModule(Rule):
     `.cuda()`, `.eval()`, ...), a name annotated `nn.Module`, or a name whose
     binding has a method only modules have called on it (`.parameters()`,
     `.named_modules()`, ...). A module as a value of a dict literal, or an
-    item of a list or tuple literal, being saved is flagged too, and so is `model.module` of such a name (the model
+    item of a list or tuple literal, being saved is flagged too (also through
+    a name bound to one and not changed after: `state = {"net": net, ...}`,
+    then `torch.save(state, path)`), and so is `model.module` of such a name (the model
     inside a `DataParallel` or `DistributedDataParallel` wrapper). A save into
     a name bound to an empty `io.BytesIO()` that the same function
     `torch.load`s back is a deep copy through memory, no checkpoint: not
@@ -186,7 +195,12 @@ class SaveWholeModule(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         holds = self._creates_module(node.value)
         for target in node.targets:
-            if isinstance(target.target, cst.Name):
+            if isinstance(target.target, cst.Subscript):  # `state["net"] = ...`
+                self._changed(target.target.value)
+            if isinstance(target.target, cst.Name) and len(node.targets) == 1 and _items(
+                    node.value) is not None:  # `state = {"net": net, ...}`
+                self.scopes[-1][target.target.value] = _Binding(False, items=_items(node.value))
+            elif isinstance(target.target, cst.Name):
                 name = target.target.value
                 old = self.scopes[-1].get(name)
                 if old is not None and old.placeholder:  # the global a function used earlier
@@ -195,9 +209,16 @@ class SaveWholeModule(Rule):
                 else:
                     self.scopes[-1][name] = _Binding(holds)
 
+    def _changed(self, node: cst.BaseExpression) -> None:
+        binding = self._binding(node) if isinstance(node, cst.Name) else None
+        if binding is not None:
+            binding.changed = True
+
     # -- the save -------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _CHANGES:
+            self._changed(func.value)
         if isinstance(func, cst.Attribute) and func.attr.value in _MODULE_ONLY:
             binding = self._binding(func.value)
             if binding is not None:
@@ -215,21 +236,30 @@ class SaveWholeModule(Rule):
         obj = node.args[0]
         if obj.keyword is not None or obj.star:
             return
-        values = [obj.value]
-        if isinstance(obj.value, cst.Dict):
-            values = [e.value for e in obj.value.elements if isinstance(e, cst.DictElement)]
-        elif isinstance(obj.value, (cst.List, cst.Tuple)):  # `[model, criterion, optimizer]`
-            values = [e.value for e in obj.value.elements if isinstance(e, cst.Element)]
+        container = self._binding(obj.value) if isinstance(obj.value, cst.Name) else None
+        if container is not None and container.items is not None:
+            values = container.items  # `state = {"net": net, ...}`, then `torch.save(state, p)`
+        else:  # `{"net": net}`, `[model, criterion, optimizer]`, or the object itself
+            values, container = _items(obj.value) or [obj.value], None
         for value in values:
             # `model.module`: the model inside a `DataParallel`/DDP wrapper (or a
             # submodule of a module): a module when `model` holds one
             binding = self._binding(value.value if isinstance(value, cst.Attribute)
                                     and value.attr.value == "module" else value)
             if binding is not None:
-                self.saves.append((value, binding))
+                self.saves.append((value, binding, container))
 
     def leave_Module(self, node: cst.Module) -> None:
-        for value, binding in self.saves:
-            if binding.module:
+        for value, binding, container in self.saves:
+            if binding.module and not (container is not None and container.changed):
                 fix = None if self.loads_objects else call_method(value, "state_dict")
                 self.report(value, replacement=fix)
+
+
+def _items(value: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+    """The values of a dict display, or the items of a list or tuple display."""
+    if isinstance(value, cst.Dict):
+        return [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return [e.value for e in value.elements if isinstance(e, cst.Element)]
+    return None
