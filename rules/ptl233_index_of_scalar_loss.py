@@ -21,13 +21,15 @@ class IndexOfScalarLoss(Rule):
     `loss = nn.MSELoss()(a, b)`, losses summed or scaled
     (`d_loss = d_loss_real + 0.5 * d_loss_fake`), or any value bound once in
     the function and backpropagated there without a gradient argument
-    (`loss.backward()` needs a 0-dim tensor: `loss, prec = self._forward(x, y)`);
-    also a loss function's call indexed in place (`F.nll_loss(out, y).data[0]`). A name with any other binding in
-    the function, a loss computed with `reduction="none"` or
-    `reduce=False` there (one value per element), and an index taken where a
-    test has just found the value to be a tuple or a list (`out[0] if
-    isinstance(out, (tuple, list)) else out`: a loss function that returns
-    several values) are not flagged.
+    (`loss, prec = self._forward(x, y)`, then `loss.backward()`, which needs a
+    one-element tensor: 0-dim, from any loss of today, and `.item()` reads
+    either); also a loss function's call indexed in place
+    (`F.nll_loss(out, y).data[0]`). A name with any other binding in the
+    function, a loss computed with `reduction="none"` or `reduce=False` there
+    (one value per element), and an index taken where a test has just found
+    the value to be a tuple or a list (`out[0] if isinstance(out, (tuple,
+    list)) else out`: a loss function that returns several values) are not
+    flagged.
 
     ## Why is this bad?
     Before PyTorch 0.4 a loss was a one-element vector and `loss.data[0]`
@@ -96,7 +98,7 @@ class IndexOfScalarLoss(Rule):
 
 def _backpropagated(key: str | None, function) -> bool:
     """`key.backward()` without a gradient in the function, which binds `key` once:
-    a backward that needs no gradient is taken of a 0-dim tensor
+    a backward that needs no gradient is taken of a one-element tensor
     (`loss, prec = self._forward(x, y)` ... `loss.backward()`)."""
     if key is None or sum(key in bound_in([event]) for event in function.events) != 1:
         return False
