@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ptlint.model import Safety
+from ptlint.analysis.dataflow import assigned_pairs
 from ptlint.analysis.names import dotted
 from ptlint.rule import Rule
 
@@ -180,7 +181,7 @@ class ForwardCalledDirectly(Rule):
     # -- assignments ---------------------------------------------------------------------
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            pairs = _pairs(target.target, node.value)
+            pairs = assigned_pairs(target.target, node.value)
             for tgt, value in pairs:
                 self._assign(tgt, value)
 
@@ -240,14 +241,3 @@ class ForwardCalledDirectly(Rule):
         self.report(call, message=self.message.format(name=name),
                     replacement=call.with_changes(func=receiver),
                     fix_title=self.fix_title.format(name=name))
-
-
-def _pairs(target: cst.BaseExpression, value: cst.BaseExpression):
-    """(target, value) pairs of `a, b = x, y`; the whole target with the value otherwise."""
-    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)) \
-            and len(target.elements) == len(value.elements) \
-            and not any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
-        for t, v in zip(target.elements, value.elements):
-            yield from _pairs(t.value, v.value)
-    else:
-        yield target, value

@@ -10,7 +10,7 @@ from ptlint.analysis.walk import descendants
 from ptlint.fixers.arguments import argument, has_star_args, keyword, positional
 from ptlint.fixers.expressions import is_size
 from ptlint.model import Safety
-from ptlint.analysis.dataflow import last_name
+from ptlint.analysis.dataflow import assigned_pairs, last_name
 from ptlint.rule import Rule, code_matches
 from ptlint.rules._creation import (
     CASTS, FACTORIES, FILLS, LEGACY, LIKE, NEW, RANDOM, RANDOM_FILLS, VIEWS, Chain, device_string,
@@ -643,15 +643,7 @@ def _move_of(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
     assigned = _target_and_value(statement)
     if assigned is None:
         return []
-    target, value = assigned
-    if isinstance(target, cst.Name):
-        pairs = [(target, value)]
-    elif (isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple)
-          and len(target.elements) == len(value.elements)):
-        pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
-    else:
-        return []
-    moves = [_moved(name, value) for name, value in pairs]
+    moves = [_moved(name, value) for name, value in assigned_pairs(*assigned)]
     return moves if all(moves) else []  # type: ignore[return-value]
 
 

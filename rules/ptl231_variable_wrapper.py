@@ -4,6 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ptlint.fixers.arguments import keyword, with_keyword
+from ptlint.analysis.dataflow import assigned_pairs
 from ptlint.analysis.names import dotted
 from ptlint.fixers.expressions import call_method
 from ptlint.fixers.statements import without_statement
@@ -25,19 +26,6 @@ _TAKES_REQUIRES_GRAD = frozenset(f"torch.{n}" for n in (
 _PRIMARY = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.List, cst.Tuple, cst.Dict,
             cst.Set, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Integer,
             cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
-
-
-def _pairs(node: cst.Assign) -> list[tuple[str | None, cst.BaseExpression]]:
-    """(target, value) of `a = v` and of each element of `a, b = v, w`."""
-    if len(node.targets) != 1:
-        return []
-    target, value = node.targets[0].target, node.value
-    if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))):
-        return [(dotted(target), value)]
-    if len(target.elements) != len(value.elements) or any(
-            isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
-        return []
-    return [(dotted(t.value), v.value) for t, v in zip(target.elements, value.elements)]
 
 
 def _parenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -137,7 +125,8 @@ class VariableWrapper(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self.slots.add(id(node.value))
-        pairs = _pairs(node)
+        pairs = [(dotted(t), v) for t, v in assigned_pairs(node.targets[0].target, node.value)] \
+            if len(node.targets) == 1 else []
         if pairs and all(name is not None and name in (dotted(value), self._unwrapped(value))
                          for name, value in pairs):  # the fix leaves `x = x`, `x, y = x, y`
             self.rebinding.update((id(value), node) for _, value in pairs

@@ -106,6 +106,19 @@ def var_base(node: cst.BaseExpression) -> cst.BaseExpression:
     return node
 
 
+def assigned_pairs(target: cst.BaseExpression,
+                   value: cst.BaseExpression) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """(target, value) pairs of `a, b = x, y` (also nested, without starred
+    elements); the whole target with the whole value otherwise."""
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)) \
+            and len(target.elements) == len(value.elements) \
+            and not any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
+        for t, v in zip(target.elements, value.elements):
+            yield from assigned_pairs(t.value, v.value)
+    else:
+        yield target, value
+
+
 def target_vars(node: cst.BaseExpression,
                 name_of: Callable[[cst.BaseExpression], str | None] = var) -> Iterator[str]:
     """The variables an assignment target binds or stores into (each element of
