@@ -108,23 +108,41 @@ def as_floats(node: cst.BaseExpression) -> cst.BaseExpression | None:
 
 
 def is_sequence_display(node: cst.BaseExpression) -> bool:
-    """Data for sure: a list/tuple display or comprehension, or `[0] * n`."""
+    """Data for sure: a list/tuple display or comprehension, `[0] * n`, or a
+    concatenation that makes a list or a tuple: not `(n,) + x.size()`, a
+    `torch.Size` (its `__radd__` keeps the type), nor `(n,) + shape`, which may be one."""
     if isinstance(node, (cst.List, cst.Tuple, cst.ListComp)):
         return True
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.Add)):
+    if not isinstance(node, cst.BinaryOperation):
+        return False
+    if isinstance(node.operator, cst.Multiply):
         return is_sequence_display(node.left) or is_sequence_display(node.right)
+    if isinstance(node.operator, cst.Add):  # a list adds only to a list
+        return isinstance(node.left, (cst.List, cst.ListComp)) or isinstance(
+            node.right, (cst.List, cst.ListComp)) or (
+            is_sequence_display(node.left) and is_sequence_display(node.right))
     return False
 
 
 def is_size(node: cst.BaseExpression) -> bool:
-    """A size for sure: an int literal, `x.size()` (a `torch.Size`), or an int
+    """A size for sure: an int literal, `x.size()` (a `torch.Size`), `x.size()`
+    joined to a tuple display (`x.size() + (n,)`, a `torch.Size` too), or an int
     (`len(x)`, `int(n)`, `x.size(0)`, `x.numel()`). Not `x.shape`: an array's or
     a gym space's `.shape` is a tuple, which a legacy constructor takes as data."""
     if isinstance(node, cst.Integer):
         return True
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        sides = (node.left, node.right)
+        return any(isinstance(s, cst.Tuple) for s in sides) and any(_whole_size(s) for s in sides)
     if not isinstance(node, cst.Call):
         return False
     if isinstance(node.func, cst.Name):
         return node.func.value in ("len", "int") and len(node.args) == 1
     return (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("size", "numel")
             and len(node.args) <= (node.func.attr.value == "size"))
+
+
+def _whole_size(node: cst.BaseExpression) -> bool:
+    """`x.size()`: a `torch.Size`, not one of its ints."""
+    return (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "size")

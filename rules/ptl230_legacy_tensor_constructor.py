@@ -94,10 +94,11 @@ class LegacyTensorConstructor(Rule):
     The fix is unsafe, and needs `--unsafe-fixes`, in a file that calls
     `torch.set_default_device(...)` or `torch.set_default_tensor_type(...)`
     (a CUDA type moves the default device) or uses `with torch.device(...):`: the
-    legacy constructors ignore the default device and create on the CPU,
-    while `torch.tensor` and `torch.empty` follow it, so the fixed code
-    creates its tensors on that device. (`torch.cuda.*Tensor`, fixed with an
-    explicit `device="cuda"`, stays safe.)
+    legacy constructors ignore the default device and create on the CPU
+    (only `torch.Tensor` follows a default tensor type), while `torch.tensor`
+    and `torch.empty` follow it, so the fixed code may create its tensors on
+    that device. (`torch.cuda.*Tensor`, fixed with an explicit `device="cuda"`,
+    stays safe.)
 
     ## References
     - [`torch.tensor`](https://pytorch.org/docs/stable/generated/torch.tensor.html)
