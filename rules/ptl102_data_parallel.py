@@ -44,10 +44,17 @@ _HARMLESS = frozenset({"print", "len", "isinstance", "type", "id", "repr", "str"
 _EVALUATES = re.compile(r"(?i)(val|valid|validate|validation|eval|evaluate|evaluation|test|"
                         r"infer|inference|predict)(_|$)")
 _TRAINS = re.compile(r"backward|optim|\.step\(")  # in a file without these, nothing is trained
+# methods that keep what they are given, for someone else to run (`models.append(m)`)
+_KEEPS = re.compile(r"(?i)append|extend|insert|add|set|put|push|store|register|wrap|prepare|"
+                    r"parallel|distribut|shard|compile|build|init|load|attach")
 # imported functions named for training: `train_epoch(model, ...)`, `fit(...)`, `run(...)`
 _TRAINING_NAME = re.compile(r"(?i)train|fit|learn|optim|tune|step|solve|update|run|main|loop|"
                             r"epoch|engine|distil")
 _IMPORT_LINE = re.compile(r"(?m)^[ \t]*(?:import|from)[ \t].*$")
+# what ends the program: a branch ending in one of these hands nothing to the code after it
+_EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit", "builtins.exit", "builtins.quit"})
+# where code may run after the code that follows it
+_LATER = (cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _TRAIN_MODE = re.compile(r"\.train\((?!\s*(?:mode\s*=\s*)?False\s*\))")  # not `.train(False)`
 
 
@@ -61,6 +68,7 @@ class _Wrap:
     on_device: bool  # the model was moved to a device before the wrap, or by a chained move
     function: cst.CSTNode  # the function (or module) it is written in
     conditional: bool  # in a branch of an `if`
+    block: cst.CSTNode | None = None  # the branch it is in, if that ends the program or returns
 
 
 class DataParallel(TracksTests, Rule):
@@ -101,7 +109,9 @@ class DataParallel(TracksTests, Rule):
       that put that argument in `.eval()` and train nothing:
       `get_logits(model, loader)`; or functions the file imports by name,
       not named for training, which get no optimizer from a file without one:
-      `fill_memory_bank(loader, model, bank)`) and is not returned, or it is put in
+      `fill_memory_bank(loader, model, bank)`, and, there, methods of other
+      objects named neither for training nor for keeping what they get:
+      `layer.bounds(network=model)`) and is not returned, or it is put in
       `.eval()` (also by such a function of the file, chained to the wrap,
       `DataParallel(m).eval()`, or inside it, `DataParallel(m.eval())`, or on
       the model whose parts are wrapped in `for k, part in m._modules.items()`
@@ -122,6 +132,12 @@ class DataParallel(TracksTests, Rule):
       `print(net)`, `net` alone on a notebook's line), never called, handed on,
       returned or assigned to another; and a wrap of a `ModuleList` or
       `ModuleDict`, which has no `forward` to run;
+    - a wrap in a branch that ends the program (`sys.exit(...)`) or returns:
+      only the branch's own uses count (`if args.test_only: net =
+      DataParallel(net); test(net); sys.exit(0)` before the training code);
+      and in any case a use of the name before the wrap, outside a loop or a
+      function, sees the model itself (`wrapper = model` before `model =
+      DataParallel(model)`);
     - a wrap inside a LightningModule (a class whose base is named
       `LightningModule` or `Lightning...Module`): Lightning's `Trainer`
       distributes the model (`strategy="ddp"`), and a
@@ -221,6 +237,7 @@ class DataParallel(TracksTests, Rule):
         self.fallback = 0  # depth of branches taken only without a process group
         self.branches: list[bool] = []  # for each branch entered: is it one of those
         self.tests: list[cst.BaseExpression | None] = []  # and the test that enters it
+        self.ending: list[tuple[int, cst.CSTNode] | None] = []  # see `_ending`
         self.wraps: list[_Wrap] = []
         self.functional: list[cst.Call] = []  # `nn.parallel.data_parallel(...)` calls
         self.owners: list[cst.CSTNode] = []  # module, then the enclosing classes and functions
@@ -235,7 +252,7 @@ class DataParallel(TracksTests, Rule):
         self.parts: dict[tuple[int, str], str] = {}  # (owner, loop variable) -> the model it is of
         self.handed: list[tuple[str, cst.Call]] = []  # calls of named functions: (name, call)
         self.evaluators: dict[str, set[int | str]] = {}  # see `_evaluators`
-        self.lent: set[str] = set()  # see `_lent_to`
+        self.lent: set[str] | None = None  # see `_lent_to`; None: the file trains
         self.containers: set[tuple[int, str]] = set()  # (owner, name) bound to a ModuleList
         self.lightning: set[int] = set()  # ids of the LightningModule classes of the file
         self._by_owner: dict[int, list[tuple[str, str, bool, bool]]] = {}  # `_owner_uses`
@@ -315,15 +332,39 @@ class DataParallel(TracksTests, Rule):
 
     def visit_If_body(self, node: cst.If) -> None:
         self._enter_branch(node, orelse=False)
+        self.ending.append(self._ending(node.body))
 
     def leave_If_body(self, node: cst.If) -> None:
         self._leave_branch()
+        self.ending.pop()
 
     def visit_If_orelse(self, node: cst.If) -> None:
         self._enter_branch(node, orelse=True)
+        self.ending.append(self._ending(node.orelse.body) if isinstance(node.orelse, cst.Else)
+                           else None)
 
     def leave_If_orelse(self, node: cst.If) -> None:
         self._leave_branch()
+        self.ending.pop()
+
+    def _ending(self, block: cst.BaseSuite) -> tuple[int, cst.CSTNode] | None:
+        """(the depth of `owners`, `block`) when the branch `block` ends by leaving
+        the program (`sys.exit(...)`, `exit()`, `raise SystemExit`) or by `return`:
+        the code after the `if` never sees what the branch binds (`if args.test_only:
+        net = DataParallel(net); evaluate(net); sys.exit(0)`)."""
+        if not isinstance(block, cst.IndentedBlock) or not block.body:
+            return None
+        last = block.body[-1]
+        small = last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else None
+        if isinstance(small, cst.Return):
+            return len(self.owners), block
+        if isinstance(small, cst.Raise) and small.exc is not None:
+            raised = small.exc.func if isinstance(small.exc, cst.Call) else small.exc
+            return (len(self.owners), block) if last_name(raised) == "SystemExit" else None
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and (
+                self.qualified_name(small.value.func) in _EXITS):
+            return len(self.owners), block
+        return None
 
     def visit_IfExp_body(self, node: cst.IfExp) -> None:
         self._enter_branch(node, orelse=False)
@@ -444,8 +485,16 @@ class DataParallel(TracksTests, Rule):
         target = self.assigned.get(id(replaced))
         if rebuildable and _evaluated(node.args[0].value):
             self.evaluated_wraps.add(id(node))  # `DataParallel(m.eval())`
-        self.wraps.append(_Wrap(node, replaced, target, self._owner(target), rebuildable,
-                                on_device, self.owners[-1], bool(self.branches)))
+        owner = self._owner(target)
+        # the innermost branch of this function that ends; a `return` ends it only
+        # for the function's own names
+        block = next((b for b in reversed(self.ending) if b is not None), None)
+        if block is not None and (block[0] != len(self.owners) or owner is not self.owners[-1]
+                                  and isinstance(block[1].body[-1].body[-1], cst.Return)):
+            block = None
+        self.wraps.append(_Wrap(node, replaced, target, owner, rebuildable,
+                                on_device, self.owners[-1], bool(self.branches),
+                                block[1] if block is not None else None))
 
     def leave_Module(self, original_node: cst.Module) -> None:
         if _one_visible_device(self.context.source):
@@ -481,6 +530,8 @@ class DataParallel(TracksTests, Rule):
                 continue  # the function offers DDP too: this is its other branch
             if self._never_run(wrap):
                 continue
+            if wrap.block is not None and wrap.target in self._inference_only(wrap.block, trains):
+                continue  # in a branch that ends: only its own uses count
             if not self._fixable(wrap):
                 self.report(wrap.call)
                 continue
@@ -512,10 +563,13 @@ class DataParallel(TracksTests, Rule):
         of it (see `_uses`; the wraps themselves, which read the unwrapped model,
         left out)."""
         found = self._by_owner.get(id(owner))
-        if found is None:
-            wraps = [w for w in self.wraps if w.owner is owner and w.target is not None]
+        if found is None:  # (`owner` may be a branch that ends: see `_Wrap.block`)
+            wraps = [w for w in self.wraps if (w.owner is owner or w.block is owner)
+                     and w.target is not None]
+            # a wrap in a branch that ends wraps nothing the code after the branch sees
             found = self._by_owner[id(owner)] = self._uses(
-                owner, {w.target for w in wraps}, {id(w.replaced) for w in wraps})
+                owner, {w.target for w in wraps},
+                {id(w.replaced): w.target if w.block in (None, owner) else None for w in wraps})
         return found
 
     def _fixable(self, wrap: _Wrap) -> bool:
@@ -563,7 +617,7 @@ class DataParallel(TracksTests, Rule):
         code = cst.Module([]).code_for_node(owner)
         if _TRAINS.search(code) or _TRAIN_MODE.search(code):
             return False
-        uses = self._uses(owner, {target}, {id(wrap.replaced)})
+        uses = self._uses(owner, {target}, {id(wrap.replaced): target})
         return not any(use == "alias" or returned and use != "called"
                        for _, use, _, returned in uses)
 
@@ -598,10 +652,15 @@ class DataParallel(TracksTests, Rule):
         return run - trained | unrun
 
     def _uses(self, owner: cst.CSTNode, targets: set[str],
-              skip: set[int]) -> list[tuple[str, str, bool, bool]]:
+              skip: dict[int, str]) -> list[tuple[str, str, bool, bool]]:
         """Each use of the targets in `owner` (one walk for all of them): (the
-        name, how it is used (see `_use`), under `no_grad`, inside a return)."""
+        name, how it is used (see `_use`), under `no_grad`, inside a return).
+        `skip`: the wraps, by id, and the name each is assigned to (None: a
+        wrap in a branch that ends); a use of that name before the first of
+        them, outside loops and functions that may run later, sees the model
+        before it is wrapped, and is left out."""
         uses: list[tuple[str, str, bool, bool]] = []
+        reached: set[str] = set()  # the names whose first wrap the walk has passed
         unwrapped: set[str] = set()  # names rebound to their own `.module`: no wrapper after
         # (node, its parent's entry, gradients off, inside a return)
         Item = tuple[cst.CSTNode, "Item | None", bool, bool]
@@ -610,14 +669,17 @@ class DataParallel(TracksTests, Rule):
             item = stack.pop()
             node, up, no_grad, returned = item
             if id(node) in skip:
+                if skip[id(node)] is not None:
+                    reached.add(skip[id(node)])
                 continue
             if node is not owner and isinstance(node, (cst.FunctionDef, cst.Lambda)):
                 shadowed = _parameters(node) & targets
                 if shadowed == targets:
                     continue  # another function's own variables
             name = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-            if up is not None and isinstance(up[0], cst.Attribute) and up[0].attr is node:
-                continue  # `network` of `self.network` is no use of a name `network`
+            if up is not None and (isinstance(up[0], cst.Attribute) and up[0].attr is node
+                                   or isinstance(up[0], cst.Arg) and up[0].keyword is node):
+                continue  # `network` of `self.network` or `f(network=n)` is no use of `network`
             rebound = _unwraps(node)
             if rebound in targets:  # `model = model.module`: from here on, the model itself
                 uses.append((rebound, "unwrapped", no_grad, returned))
@@ -626,7 +688,9 @@ class DataParallel(TracksTests, Rule):
             if name in unwrapped:
                 continue
             if name in targets:
-                uses.append((name, _use(node, up, self.evaluators, self.lent), no_grad, returned))
+                if name in reached or _may_run_later(up, owner):
+                    uses.append((name, _use(node, up, self.evaluators, self.lent),
+                                 no_grad, returned))
                 continue
             inner = no_grad
             if isinstance(node, cst.With) and any(self._no_grad(i.item) for i in node.items):
@@ -769,7 +833,18 @@ def _handed(call: cst.Call, slots: set[int | str]) -> list[cst.Arg]:
     return handed
 
 
-def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]], lent: set[str]) -> str:
+def _may_run_later(up, owner: cst.CSTNode) -> bool:
+    """Whether a node whose parent's walk entry is `up` is inside a loop or a
+    function (below `owner`): it may run after code that comes later."""
+    while up is not None and up[0] is not owner:
+        if isinstance(up[0], _LATER):
+            return True
+        up = up[1]
+    return False
+
+
+def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]],
+         lent: set[str] | None) -> str:
     """How an occurrence of the wrapped model uses it: "bound" (an assignment target, a
     parameter), "alias" (assigned to another name), "loaded" (`model.load_state_dict(...)`),
     "inert" (`.eval()`, `print(model)`, `model` alone on a line,
@@ -778,8 +853,9 @@ def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]], lent: set
     "read" (an attribute read: `model.output_dim`), "unwrapped" (a use through its
     `.module`: `model.module.encoder(x)`), "called" (`model(x)`),
     "evaluated" (an argument of a function named for evaluation, `validate(loader, model)`,
-    of one of the file's `evaluators` that puts it in `.eval()`, or of a function `lent`
-    the model by a file that trains nothing)
+    of one of the file's `evaluators` that puts it in `.eval()`, or, in a file that trains
+    nothing (`lent` not None), of a function `lent` the model or of a method named
+    neither for training nor for keeping it: `layer.bounds(network=model)`)
     or "passed" (anything else: an argument, an operand, a part run: `model.encoder(x)`).
     `up`: the walk's entry of the node's parent (node, its parent's entry, ...)."""
     chain: list[cst.CSTNode] = []  # parent first, a few levels up
@@ -819,8 +895,10 @@ def _use(node: cst.CSTNode, up, evaluators: dict[str, set[int | str]], lent: set
         and isinstance(chain[1], cst.Call) else None
     if callee in _HARMLESS:
         return "inert"
-    if callee is not None and (_EVALUATES.match(callee) or callee in lent and isinstance(
-            chain[1].func, cst.Name) or any(
+    if callee is not None and (_EVALUATES.match(callee) or lent is not None and (
+            callee in lent and isinstance(chain[1].func, cst.Name)
+            or isinstance(chain[1].func, cst.Attribute) and not _TRAINING_NAME.search(callee)
+            and not _KEEPS.search(callee)) or any(
             arg is parent for arg in _handed(chain[1], evaluators.get(callee, set())))):
         return "evaluated"
     return "passed"

@@ -85,6 +85,69 @@ def test_ptl102_silent_for_a_model_a_file_that_trains_nothing_lends_to_an_import
             (7, "PTL102")], changed
 
 
+ENDS = """\
+    import sys
+    import torch
+    import torch.nn as nn
+
+    def test_epoch(model, loader):
+        model.eval()
+        with torch.no_grad():
+            return [model(x) for x in loader]
+
+    def main(model, loader, optimizer, test_only):
+        if test_only:
+            model = nn.DataParallel(model)
+            test_epoch(model, loader)
+            sys.exit(0)
+        wrapper = model
+        for x in loader:
+            optimizer.zero_grad()
+            wrapper(x).sum().backward()
+            optimizer.step()
+        model = nn.DataParallel(model)
+        test_epoch(model=model, loader=loader)
+    """
+
+
+def test_ptl102_sees_where_the_wrapped_name_lives(cli, tmp_path):
+    # a branch that ends the program keeps its wrap to itself; a use before the wrap
+    # (outside loops) sees the model itself; `model=` names a parameter, not the model
+    script = write(tmp_path / "ends.py", ENDS)
+    assert codes(cli(str(script), "--select", "PTL102", "--output-format", "json")) == []
+    for changed, lines in (
+            (ENDS.replace("        sys.exit(0)\n", ""), [12, 19]),  # both reach `wrapper`
+            (ENDS.replace("        sys.exit(0)\n", "        print()\n"), [12, 20]),
+            (ENDS.replace("        sys.exit(0)\n", "        return\n"), []),
+            # in a loop, the use may come after the wrap of the iteration before
+            (ENDS.replace("        wrapper = model\n        for x in loader:\n",
+                          "        for x in loader:\n            wrapper = model\n"), [20]),
+            (ENDS.replace("test_epoch(model=model, loader=loader)", "model(loader)"), [20])):
+        script = write(tmp_path / "ends.py", changed)
+        found = codes(cli(str(script), "--select", "PTL102", "--output-format", "json"))
+        assert found == [(line, "PTL102") for line in lines], changed
+
+
+def test_ptl102_a_file_that_trains_nothing_hands_the_model_to_methods(cli, tmp_path):
+    # an in-process sharder of one example's bounds: no optimizer in the file, so the
+    # method it is handed to evaluates it; one that keeps it, or a file that trains, may not
+    script = """\
+    import torch.nn as nn
+
+    def bounds(dual_net, layers, found):
+        shards = nn.DataParallel(nn.Sequential(*dual_net))
+        for layer in layers:
+            found = found + layer.{method}(network=shards)
+        return found
+    """
+    for method in ("bounds", "append", "train_step"):
+        write(tmp_path / f"{method}.py", script.format(method=method))
+    write(tmp_path / "trains.py", script.format(method="bounds") + "\n    found.backward()\n")
+    proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
+        "append.py", "train_step.py", "trains.py"]
+
+
 def test_ptl101_and_ptl230_fix_a_legacy_constructor_into_one_factory(cli, tmp_path):
     script = write(tmp_path / "legacy.py", """\
         import torch
