@@ -24,7 +24,9 @@ class IndexOfScalarLoss(Rule):
     (`loss, prec = self._forward(x, y)`, then `loss.backward()`, which needs a
     one-element tensor: 0-dim, from any loss of today, and `.item()` reads
     either); also a loss function's call indexed in place
-    (`F.nll_loss(out, y).data[0]`). A name with any other binding in the
+    (`F.nll_loss(out, y).data[0]`), and so a reduction over every element
+    (`gamma.mean().data[0]`, `torch.sum(x).data[0]`: no `dim`, a 0-dim tensor,
+    or a NumPy scalar, which `.data[0]` cannot index either). A name with any other binding in the
     function, a loss computed with `reduction="none"` or `reduce=False` there
     (one value per element), and an index taken where a test has just found
     the value to be a tuple or a list (`out[0] if isinstance(out, (tuple,
@@ -88,12 +90,32 @@ class IndexOfScalarLoss(Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         # (what names hold is known once the whole file is walked)
         for node, value, function in self.indexed:
-            loss = self.model.bindings.is_loss_call(value, function) if isinstance(
+            reduced = isinstance(value, cst.Call) and node.value is not value and (
+                self._reduction(value))  # `x.mean().data[0]`
+            loss = reduced or (self.model.bindings.is_loss_call(value, function) if isinstance(
                 value, cst.Call) else self.model.holds(var(value), function) == LOSS or (
-                _backpropagated(var(value), function))
+                _backpropagated(var(value), function)))
             if loss and not _per_element(function.node) and not _sequence_checked(
                     self.model.path(node, function.node), value):
-                self.report(node, replacement=call_method(value, "item"))
+                self.report(node, replacement=call_method(value, "item"), message=(
+                    "A reduction over every element is a 0-dim tensor: indexing it raises "
+                    "`IndexError` (since torch 0.5); use `.item()`") if reduced else None)
+
+
+    def _reduction(self, call: cst.Call) -> bool:
+        """`x.mean()`, `x.sum()`, `torch.mean(x)`: every element reduced to one value."""
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value not in _REDUCTIONS:
+            return False
+        if not call.args:  # `x.mean()`; `torch.mean()` takes an input
+            return self.qualified_name(func) is None
+        return len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star \
+            and self.qualified_name(func) == f"torch.{func.attr.value}"
+
+
+# reductions that, given no `dim`, reduce every element to one value
+_REDUCTIONS = frozenset({"mean", "sum", "prod", "norm", "max", "min", "std", "var", "median",
+                         "logsumexp", "amax", "amin", "nansum", "nanmean"})
 
 
 def _backpropagated(key: str | None, function) -> bool:
