@@ -44,6 +44,13 @@ _HARMLESS = frozenset({"print", "len", "isinstance", "type", "id", "repr", "str"
 _EVALUATES = re.compile(r"(?i)(val|valid|validate|validation|eval|evaluate|evaluation|test|"
                         r"infer|inference|predict)(_|$)")
 _TRAINS = re.compile(r"backward|optim|\.step\(")  # in a file without these, nothing is trained
+# a subclass named for evaluation, or for a loss (which has no parameters for DDP to
+# synchronise: it refuses one)
+_NOT_TRAINED = re.compile(r"Eval|Test|Infer|Predict|Criterion|Loss")
+# a gradient turned back on somewhere in the file
+_UNFREEZES = re.compile(r"requires_grad\s*=\s*True|requires_grad_\(\s*(?:True)?\s*\)")
+# a file run as a program
+_SCRIPT = re.compile(r"__name__\s*==|parse_args\(|sys\.argv")
 # methods that keep what they are given, for someone else to run (`models.append(m)`)
 _KEEPS = re.compile(r"(?i)append|extend|insert|add|set|put|push|store|register|wrap|prepare|"
                     r"parallel|distribut|shard|compile|build|init|load|attach")
@@ -138,6 +145,13 @@ class DataParallel(TracksTests, Rule):
       and in any case a use of the name before the wrap, outside a loop or a
       function, sees the model itself (`wrapper = model` before `model =
       DataParallel(model)`);
+    - in a program (a `__main__` guard, `parse_args()`, `sys.argv`) that
+      trains nothing and never calls `.train(`: a wrapped model
+      under a name of its own that is never returned nor handed to a callable
+      named for training (`train(model)`, `Trainer(model)`), whatever else it
+      meets (a checkpoint registry, `copy.deepcopy`, an evaluator); and a
+      subclass named for evaluation or for a loss (`MultiEvalModule`,
+      `DataParallelCriterion`: DDP refuses a module without parameters);
     - a wrap inside a LightningModule (a class whose base is named
       `LightningModule` or `Lightning...Module`): Lightning's `Trainer`
       distributes the model (`strategy="ddp"`), and a
@@ -149,7 +163,12 @@ class DataParallel(TracksTests, Rule):
       or handed to functions that evaluate it, is not returned, and its
       `.parameters()` go nowhere but a `for` loop (a frozen backbone, a
       teacher): `DistributedDataParallel` is a training wrapper, and refuses
-      a model none of whose parameters requires grad;
+      a model none of whose parameters requires grad; so is a model put in
+      `.eval()` after its wrap and move (`DataParallel(m).to(d).eval()`);
+    - a model whose every parameter was frozen before the wrap (`for p in
+      m.parameters(): p.requires_grad = False`, `m.requires_grad_(False)`; a
+      moving average of the generator), in a file that never turns a gradient
+      back on (`requires_grad = True`, `requires_grad_()`);
     - test code (test files, and `test*` functions and `Test*` classes in a
       file that uses pytest or unittest), where `DataParallel` support itself
       is what is tested;
@@ -254,6 +273,11 @@ class DataParallel(TracksTests, Rule):
         self.evaluators: dict[str, set[int | str]] = {}  # see `_evaluators`
         self.lent: set[str] | None = None  # see `_lent_to`; None: the file trains
         self.containers: set[tuple[int, str]] = set()  # (owner, name) bound to a ModuleList
+        self.put_in_eval: dict[int, cst.Call] = {}  # id(wrap) -> `.eval()` chained to it
+        # (owner, name) whose parameters were all frozen so far (see `_freezes`); none
+        # when the file turns a gradient back on
+        self.frozen: set[tuple[int, str]] = set()
+        self.unfreezes = _UNFREEZES.search(context.source) is not None
         self.lightning: set[int] = set()  # ids of the LightningModule classes of the file
         self._by_owner: dict[int, list[tuple[str, str, bool, bool]]] = {}  # `_owner_uses`
         self._never: dict[int, set[str]] = {}  # `_never_run`, by owner
@@ -399,7 +423,11 @@ class DataParallel(TracksTests, Rule):
 
     def visit_For(self, node: cst.For) -> None:
         """`for key, part in model._modules.items()`, `for part in model.children()`:
-        wrapping `part` wraps a part of `model`."""
+        wrapping `part` wraps a part of `model`. `for p in model.parameters():
+        p.requires_grad = False` freezes `model`."""
+        frozen = _freezes(node)
+        if frozen is not None:
+            self.frozen.add((id(self._owner(frozen)), frozen))
         iterated = node.iter
         if not (isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Attribute)):
             return
@@ -423,8 +451,8 @@ class DataParallel(TracksTests, Rule):
         self.owners.append(node)
         if any(_LIGHTNING.search(dotted(base.value) or "") for base in node.bases):
             self.lightning.add(id(node))
-        if self.in_test:
-            return
+        if self.in_test or _NOT_TRAINED.search(node.name.value):
+            return  # `MultiEvalModule(DataParallel)`, `DataParallelCriterion(DataParallel)`
         for base in node.bases:
             if self.qualified_name(base.value) in _DATA_PARALLEL:
                 self.report(base.value, message=(
@@ -442,6 +470,11 @@ class DataParallel(TracksTests, Rule):
             while _is_move(inner):
                 inner = inner.func.value
             self.evaluated_wraps.add(id(inner))
+            self.put_in_eval[id(inner)] = node
+        if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and len(
+                node.args) == 1 and _false(node.args[0].value) and dotted(func.value) is not None:
+            frozen = dotted(func.value)  # `model.requires_grad_(False)`
+            self.frozen.add((id(self._owner(frozen)), frozen))
         if _is_move(node):
             assert isinstance(func, cst.Attribute)
             if isinstance(func.value, cst.Call):
@@ -483,6 +516,11 @@ class DataParallel(TracksTests, Rule):
             on_device = _moved(module) or name is not None and (
                 id(self._owner(name)), name) in self.on_device
         target = self.assigned.get(id(replaced))
+        if target is None and id(node) in self.put_in_eval:  # `m = DataParallel(m).to(d).eval()`
+            target = self.assigned.get(id(self.put_in_eval[id(node)]))
+        if rebuildable and not self.unfreezes and (id(self._owner(dotted(
+                node.args[0].value))), dotted(node.args[0].value)) in self.frozen:
+            return  # every parameter frozen: DDP refuses the model, and it trains nothing
         if rebuildable and _evaluated(node.args[0].value):
             self.evaluated_wraps.add(id(node))  # `DataParallel(m.eval())`
         owner = self._owner(target)
@@ -514,6 +552,9 @@ class DataParallel(TracksTests, Rule):
         if not trains:
             self.lent = _lent_to(original_node, self.evaluators)
         inference = self._inference_wraps(trains)
+        # a program that trains nothing (no `.train(` either)
+        script = not trains and not _TRAIN_MODE.search(self.context.source) and (
+            _SCRIPT.search(self.context.source) is not None)
         # an evaluation script: the model is put in eval mode and never trained
         evaluated = set() if trains or _TRAIN_MODE.search(self.context.source) else self.evaluated
         for wrap in self.wraps:
@@ -532,12 +573,31 @@ class DataParallel(TracksTests, Rule):
                 continue
             if wrap.block is not None and wrap.target in self._inference_only(wrap.block, trains):
                 continue  # in a branch that ends: only its own uses count
+            if script and self._kept_here(wrap):
+                continue
             if not self._fixable(wrap):
                 self.report(wrap.call)
                 continue
             self.report(wrap.call, edits=[(wrap.replaced, self._fixed(wrap))],
                         imports=("import torch",
                                  "from torch.nn.parallel import DistributedDataParallel"))
+
+    def _kept_here(self, wrap: _Wrap) -> bool:
+        """In a program that trains nothing: the wrapped model is a name of its own,
+        never returned, nor handed to a callable named for training (`train(model)`,
+        `Trainer(model)`): nothing can train it (`generator = DataParallel(g)`, then
+        registered with a checkpoint loader, copied, handed to an `Evaluator`)."""
+        if wrap.target is None or "." in wrap.target:
+            return False
+        if any(name == wrap.target and returned for name, _, _, returned in
+               self._owner_uses(wrap.owner)):
+            return False
+        for node in descendants(wrap.owner):
+            if type(node) is cst.Call and _TRAINING_NAME.search(
+                    last_name(node.func) if isinstance(node.func, (cst.Name, cst.Attribute))
+                    else "") and any(dotted(a.value) == wrap.target for a in node.args):
+                return False
+        return True
 
     def _never_run(self, wrap: _Wrap) -> bool:
         """A name of its own used through its `.module` (`donor.module.load_state_dict(...)`,
@@ -831,6 +891,28 @@ def _handed(call: cst.Call, slots: set[int | str]) -> list[cst.Arg]:
         if (arg.keyword.value if arg.keyword is not None else i) in slots:
             handed.append(arg)
     return handed
+
+
+def _false(expr: cst.BaseExpression) -> bool:
+    return type(expr) is cst.Name and expr.value == "False"
+
+
+def _freezes(loop: cst.For) -> str | None:
+    """`model` of `for p in model.parameters(): p.requires_grad = False` (the
+    whole body, or its first statement)."""
+    it = loop.iter
+    if not (type(it) is cst.Call and type(it.func) is cst.Attribute and not it.args
+            and it.func.attr.value == "parameters" and type(loop.target) is cst.Name):
+        return None
+    body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else [loop.body]
+    first = body[0] if body else None
+    small = first.body[0] if isinstance(first, (cst.SimpleStatementLine,
+                                                cst.SimpleStatementSuite)) else None
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and _false(small.value):
+        target = small.targets[0].target
+        if dotted(target) == f"{loop.target.value}.requires_grad":
+            return dotted(it.func.value)
+    return None
 
 
 def _may_run_later(up, owner: cst.CSTNode) -> bool:

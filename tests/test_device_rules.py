@@ -148,6 +148,77 @@ def test_ptl102_a_file_that_trains_nothing_hands_the_model_to_methods(cli, tmp_p
         "append.py", "train_step.py", "trains.py"]
 
 
+SAMPLER = """\
+    import argparse
+    import copy
+    import torch
+    from torch import nn
+    from gan.checkpoints import CheckpointIO
+    from gan.eval import Evaluator
+    from gan.models import build
+
+    args = argparse.ArgumentParser().parse_args()
+    generator, discriminator = build(args)
+    generator = nn.DataParallel(generator.cuda())
+    discriminator = nn.DataParallel(discriminator.cuda())
+    checkpoints = CheckpointIO()
+    checkpoints.register_modules(generator=generator, discriminator=discriminator)
+    generator_test = copy.deepcopy(generator)
+    evaluator = Evaluator(generator_test)
+    checkpoints.load(args.model)
+    with torch.no_grad():
+        samples = generator_test(torch.randn(8, 128))
+    """
+
+
+def test_ptl102_silent_for_a_program_that_trains_nothing(cli, tmp_path):
+    # a sampling script: the wraps only let a checkpoint with `module.` keys load
+    write(tmp_path / "sample.py", SAMPLER)
+    # not a program (a module others import), a callable named for training, `.train(`
+    write(tmp_path / "library.py", SAMPLER.replace(
+        "args = argparse.ArgumentParser().parse_args()", "args = None"))
+    write(tmp_path / "trainer.py", SAMPLER + "train_gan(generator, discriminator)\n")
+    write(tmp_path / "mode.py", SAMPLER + "generator.train()\n")
+    proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
+    found = sorted((line.split(":")[0], line.split(":")[1]) for line in proc.stdout.splitlines()
+                   if "PTL102" in line)
+    assert found == [(name, line) for name in ("library.py", "mode.py", "trainer.py")
+                     for line in ("11", "12")]
+
+
+FEATURES = """\
+    import torch
+    import torch.nn as nn
+
+    def train(model, loader, optimizer):
+        for x, y in loader:
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+
+    def features(model, loader, device):
+        parallel = nn.DataParallel(model).to(device).eval()
+        return [parallel(x).detach() for x in loader]
+
+    def average(generator):
+        for param in generator.parameters():
+            param.requires_grad = False
+        return nn.DataParallel(generator)
+    """
+
+
+def test_ptl102_silent_for_an_eval_chained_to_the_wrap_or_a_frozen_model(cli, tmp_path):
+    # in a file that trains: `.eval()` chained to the wrap and its move, in a function
+    # that trains nothing; a model whose every parameter is frozen, which DDP refuses
+    write(tmp_path / "features.py", FEATURES)
+    write(tmp_path / "unchained.py", FEATURES.replace(".to(device).eval()", ".to(device)"))
+    write(tmp_path / "thawed.py", FEATURES + "\n    def thaw(m):\n        m.requires_grad_()\n")
+    proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
+    found = sorted(tuple(line.split(":")[:2]) for line in proc.stdout.splitlines()
+                   if "PTL102" in line)
+    assert found == [("thawed.py", "17"), ("unchained.py", "11")]
+
+
 def test_ptl101_and_ptl230_fix_a_legacy_constructor_into_one_factory(cli, tmp_path):
     script = write(tmp_path / "legacy.py", """\
         import torch
