@@ -6,7 +6,7 @@ import libcst as cst
 from ptlint.analysis.dataflow import (PY_CONVERSIONS, bound, closure, last_name, method_name,
                                      target_vars, var, vars_in)
 from ptlint.analysis.names import dotted
-from ptlint.analysis.semantic import BACKPROP, BACKWARD, Function
+from ptlint.analysis.semantic import BACKPROP, BACKWARD, STEP, Function
 from ptlint.analysis.walk import children
 from ptlint.analysis.training import INSTANCE, MODULE, OFF
 from ptlint.fixers.expressions import call_method
@@ -57,7 +57,8 @@ class LossKeptWithGraph(Rule):
     `torch.no_grad()` or `torch.inference_mode()` (block or decorator; also a
     project's context manager called with `no_grad=True`), for a
     value rebound to its detached form before it is stored, for a list or
-    total created afresh in each iteration, and for an accumulation whose
+    total created afresh in each iteration (of the loop that takes the
+    optimizer's step, when an inner loop fills it), and for an accumulation whose
     result is itself backpropagated later (per-head or per-timestep losses
     summed, then `.backward()` on the sum; chunk losses stacked, then
     backpropagated). Loss values that are not backpropagated in the loop are
@@ -220,8 +221,11 @@ class _Analysis:
         self.roots: dict[int, set[str]] = {}  # id(loop) -> vars backpropagated inside it
         self.retained: dict[int, set[str]] = {}
         self.stepping: set[int] = set()  # id(loop) of the loops a backward runs in directly
+        self.optimizing: set[int] = set()  # and those an optimizer step runs in directly
         all_roots: set[str] = set()
         for site in self.function.all_sites():
+            if site.ctx.loop is not None and self.model.is_mark(site, STEP):
+                self.optimizing.add(id(site.ctx.loop.node))
             found = self._backward_roots(site.node) if site.kind in (BACKWARD, BACKPROP) else None
             if found is None:
                 continue
@@ -368,11 +372,14 @@ class _Analysis:
         return None
 
     def _check(self, small, accumulator, items, loops) -> None:
-        # a fresh container or total every iteration, or every iteration of a loop that
-        # runs a backward around the inner one (`for batch ...: parts = []`, then
-        # `for head ...: parts.append(loss)`)
-        step = next((i for i in range(len(loops) - 1, -1, -1) if id(loops[i]) in self.stepping),
-                    len(loops) - 1)
+        # a fresh container or total every iteration, or every iteration of the loop that
+        # takes the optimizer's step (else runs a backward) around the inner one
+        # (`for batch ...: parts = []`, then `for head ...: parts.append(loss)`)
+        step = next((i for i in range(len(loops) - 1, -1, -1) if id(loops[i]) in self.optimizing),
+                    None)
+        if step is None:
+            step = next((i for i in range(len(loops) - 1, -1, -1)
+                         if id(loops[i]) in self.stepping), len(loops) - 1)
         if accumulator is None or any(accumulator in self.resets.get(id(loop), ())
                                       for loop in loops[step:]):
             return
