@@ -59,6 +59,22 @@ class Context:
             found = self.shared[key] = code_matches(pattern, self.source)
         return found
 
+    @property
+    def names_torch(self) -> bool:
+        """Whether the file's code names torch."""
+        return self.mentions(_TORCH)
+
+    @property
+    def foreign(self) -> bool:
+        """A file of another framework: it imports Jittor, Paddle, TensorFlow, …
+        and never names torch (its `model.eval()`, `.weight.data` are not torch's)."""
+        return not self.names_torch and self.mentions(_FOREIGN)
+
+
+_TORCH = re.compile(r"\btorch\b")
+_FOREIGN = re.compile(r"(?m)^[ \t]*(?:import|from)[ \t]+(?:paddle|mindspore|jittor|oneflow|"
+                      r"megengine|mxnet|tensorflow)\b")
+
 
 def without_comments(code: str) -> str:
     """`code` with its comments left out (as it is, if it does not tokenize)."""

@@ -1,9 +1,6 @@
 """PTL031 parameter-data-write."""
 from __future__ import annotations
 
-import re
-from functools import cached_property
-
 import libcst as cst
 
 from ptlint.fixers.arguments import keyword
@@ -47,10 +44,6 @@ def _converts(value: cst.BaseExpression) -> bool:
             and value.func.attr.value in _CONVERSIONS)
 
 
-_TORCH = re.compile(r"\btorch\b")
-# frameworks whose modules also have `.weight.data` (Paddle's `nn.Linear`)
-_FOREIGN = re.compile(r"(?m)^[ \t]*(?:import|from)[ \t]+(?:paddle|mindspore|jittor|oneflow|"
-                      r"megengine|mxnet|tensorflow)\b")
 # `nn.init`'s deprecated names without the trailing underscore, which fill in place too
 _OLD_INITIALISERS = frozenset({"uniform", "normal", "constant", "xavier_uniform", "xavier_normal",
                                "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse"})
@@ -260,12 +253,12 @@ class ParameterDataWrite(Rule):
     def _is_parameter(self, node: cst.BaseExpression) -> bool:
         if isinstance(node, cst.Attribute) and node.attr.value in _PARAM_ATTRS:
             owner = dotted(node.value)
-            return not self._foreign and all(
+            return not self.context.foreign and all(
                 node.attr.value not in names.get(owner, ()) for names in (self.frozen[0],
                                                                           self.frozen[-1]))
         name = dotted(node)
         return (name is not None and (name in self.params[-1] or name in self.params[0])
-                and self._torch)
+                and self.context.names_torch)  # micrograd's values hold no torch parameters
 
     # -- writes ---------------------------------------------------------------
     def _data_of_parameter(self, node: cst.BaseExpression) -> cst.Attribute | None:
@@ -273,17 +266,6 @@ class ParameterDataWrite(Rule):
             return node
         return None
 
-    @cached_property
-    def _torch(self) -> bool:
-        """Whether the file's code names torch: the `model.parameters()` of another
-        framework (micrograd's values, Paddle's) hold no torch parameters."""
-        return self.context.mentions(_TORCH)
-
-    @cached_property
-    def _foreign(self) -> bool:
-        """A file of another framework: it imports Paddle, TensorFlow, … and never
-        names torch."""
-        return not self._torch and self.context.mentions(_FOREIGN)
 
     def _replacement(self, data: cst.Attribute) -> cst.BaseExpression:
         if self.no_grad[-1]:

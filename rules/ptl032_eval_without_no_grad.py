@@ -39,8 +39,10 @@ class EvalWithoutNoGrad(Rule):
     module, the models its functions take as parameters count as that one);
     when the loop around the call backpropagates
     (a training loop that evaluates between steps, such as a GAN sampling
-    from its generator once per epoch); and when the file turns gradients
-    off globally with `torch.set_grad_enabled(False)`. Calls inside
+    from its generator once per epoch); when the file turns gradients
+    off globally with `torch.set_grad_enabled(False)`; and in a file of
+    another framework (it imports Jittor, Paddle, … and never names torch).
+    Calls inside
     `with torch.set_grad_enabled(<condition>):` count as guarded, and so do
     calls inside a context manager defined in the file whose `yield` runs
     with gradients off (`@contextmanager def evaluating(model): ... with
@@ -143,7 +145,7 @@ class EvalWithoutNoGrad(Rule):
             self.events.append((self.model.site(node), "helper", last_name(func)))
 
     def leave_Module(self, node: cst.Module) -> None:
-        if self.global_off:
+        if self.global_off or self.context.foreign:  # Jittor's `model.eval()` is not torch's
             return
         without_grad = {model.rpartition(".")[2] for site, kind, model in self.events
                         if kind == "call" and site.ctx.grad in (OFF, MAYBE)}

@@ -836,3 +836,24 @@ def test_ptl032_a_model_put_in_eval_mode_by_train_false_alone(cli, tmp_path):
     """)
     proc = cli(".", "--select", "PTL032", "--output-format", "json", cwd=tmp_path)
     assert codes(proc) == [(6, "PTL032")]
+
+
+JITTOR = """\
+    import jittor as jt
+
+    def test(model, loader):
+        model.eval()
+        for image, gt in loader:
+            print(model(image).shape)
+    """
+
+
+def test_ptl032_silent_in_a_file_of_another_framework(cli, tmp_path):
+    # Jittor's `model.eval()` and `jt.no_grad()` are not torch's: a file that imports
+    # it and never names torch is left alone; one that also uses torch is not
+    write(tmp_path / "jittor_test.py", JITTOR)
+    write(tmp_path / "mixed.py",
+          JITTOR.replace("import jittor as jt", "import jittor as jt\n    import torch"))
+    proc = cli(".", "--select", "PTL032", "--output-format", "concise", cwd=tmp_path)
+    assert [line.split(":")[0] for line in proc.stdout.splitlines() if "PTL032" in line] == [
+        "mixed.py"]
