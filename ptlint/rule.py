@@ -68,7 +68,7 @@ class Context:
     def foreign(self) -> bool:
         """A file of another framework: it imports Jittor, Paddle, TensorFlow, …
         and never names torch (its `model.eval()`, `.weight.data` are not torch's)."""
-        return not self.names_torch and self.mentions(_FOREIGN)
+        return self.mentions(_FOREIGN) and not self.names_torch  # (the rare one first)
 
 
 _TORCH = re.compile(r"\btorch\b")
