@@ -266,7 +266,6 @@ class ParameterDataWrite(Rule):
             return node
         return None
 
-
     def _replacement(self, data: cst.Attribute) -> cst.BaseExpression:
         if self.no_grad[-1]:
             return data.value

@@ -6,8 +6,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from ptlint.analysis.contexts import EXITS
 from ptlint.analysis.dataflow import last_name, never_true, target_vars
-from ptlint.analysis.names import dotted
+from ptlint.analysis.names import dotted, is_named
+from ptlint.analysis.statements import last_statement
 from ptlint.analysis.training import OFF, grad_mode
 from ptlint.analysis.walk import children, descendants
 from ptlint.fixers.arguments import argument, keyword
@@ -58,8 +60,6 @@ _KEEPS = re.compile(r"(?i)append|extend|insert|add|set|put|push|store|register|w
 _TRAINING_NAME = re.compile(r"(?i)train|fit|learn|optim|tune|step|solve|update|run|main|loop|"
                             r"epoch|engine|distil")
 _IMPORT_LINE = re.compile(r"(?m)^[ \t]*(?:import|from)[ \t].*$")
-# what ends the program: a branch ending in one of these hands nothing to the code after it
-_EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit", "builtins.exit", "builtins.quit"})
 # where code may run after the code that follows it
 _LATER = (cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _TRAIN_MODE = re.compile(r"\.train\((?!\s*(?:mode\s*=\s*)?False\s*\))")  # not `.train(False)`
@@ -378,15 +378,14 @@ class DataParallel(TracksTests, Rule):
         net = DataParallel(net); evaluate(net); sys.exit(0)`)."""
         if not isinstance(block, cst.IndentedBlock) or not block.body:
             return None
-        last = block.body[-1]
-        small = last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else None
+        small = last_statement(block)
         if isinstance(small, cst.Return):
             return len(self.owners), block
         if isinstance(small, cst.Raise) and small.exc is not None:
             raised = small.exc.func if isinstance(small.exc, cst.Call) else small.exc
             return (len(self.owners), block) if last_name(raised) == "SystemExit" else None
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and (
-                self.qualified_name(small.value.func) in _EXITS):
+                self.qualified_name(small.value.func) or "").removeprefix("builtins.") in EXITS:
             return len(self.owners), block
         return None
 
@@ -472,7 +471,8 @@ class DataParallel(TracksTests, Rule):
             self.evaluated_wraps.add(id(inner))
             self.put_in_eval[id(inner)] = node
         if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and len(
-                node.args) == 1 and _false(node.args[0].value) and dotted(func.value) is not None:
+                node.args) == 1 and is_named(node.args[0].value, "False") and dotted(
+                func.value) is not None:
             frozen = dotted(func.value)  # `model.requires_grad_(False)`
             self.frozen.add((id(self._owner(frozen)), frozen))
         if _is_move(node):
@@ -528,7 +528,7 @@ class DataParallel(TracksTests, Rule):
         # for the function's own names
         block = next((b for b in reversed(self.ending) if b is not None), None)
         if block is not None and (block[0] != len(self.owners) or owner is not self.owners[-1]
-                                  and isinstance(block[1].body[-1].body[-1], cst.Return)):
+                                  and isinstance(last_statement(block[1]), cst.Return)):
             block = None
         self.wraps.append(_Wrap(node, replaced, target, owner, rebuildable,
                                 on_device, self.owners[-1], bool(self.branches),
@@ -893,10 +893,6 @@ def _handed(call: cst.Call, slots: set[int | str]) -> list[cst.Arg]:
     return handed
 
 
-def _false(expr: cst.BaseExpression) -> bool:
-    return type(expr) is cst.Name and expr.value == "False"
-
-
 def _freezes(loop: cst.For) -> str | None:
     """`model` of `for p in model.parameters(): p.requires_grad = False` (the
     whole body, or its first statement)."""
@@ -908,7 +904,7 @@ def _freezes(loop: cst.For) -> str | None:
     first = body[0] if body else None
     small = first.body[0] if isinstance(first, (cst.SimpleStatementLine,
                                                 cst.SimpleStatementSuite)) else None
-    if isinstance(small, cst.Assign) and len(small.targets) == 1 and _false(small.value):
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and is_named(small.value, "False"):
         target = small.targets[0].target
         if dotted(target) == f"{loop.target.value}.requires_grad":
             return dotted(it.func.value)

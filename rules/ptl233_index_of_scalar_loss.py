@@ -101,7 +101,6 @@ class IndexOfScalarLoss(Rule):
                     "A reduction over every element is a 0-dim tensor: indexing it raises "
                     "`IndexError` (since torch 0.5); use `.item()`") if reduced else None)
 
-
     def _reduction(self, call: cst.Call) -> bool:
         """`x.mean()`, `x.sum()`, `torch.mean(x)`: every element reduced to one value."""
         func = call.func

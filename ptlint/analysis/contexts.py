@@ -81,8 +81,8 @@ class Site:
         return False
 
 
-
-_EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+# calls that end the program
+EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
 
 
 def _mode(test: cst.BaseExpression, branch: cst.CSTNode, site: Site) -> bool:
@@ -102,7 +102,7 @@ def _leaves(block: cst.BaseSuite, breaks: bool) -> bool:
     if type(last) in (cst.Return, cst.Raise) or breaks and type(last) is cst.Break:
         return True
     return (type(last) is cst.Expr and type(last.value) is cst.Call
-            and dotted(last.value.func) in _EXITS)
+            and dotted(last.value.func) in EXITS)
 
 
 def _scheduled_name(test: cst.BaseExpression, loop: cst.CSTNode) -> bool:
