@@ -325,7 +325,8 @@ def _render(findings, outcomes, fmt: str, stream: TextIO, errors: list[str], col
     if fmt == "full" and not findings:
         return  # the summary says it all
     # the formats that quote source lines or place notebook findings in the file
-    sources = _sources(findings, outcomes) if fmt in ("full", "sarif", "github", "gitlab") else {}
+    sources = _sources(findings, outcomes) if fmt in ("full", "sarif", "github", "gitlab", "azure",
+                                                         "rdjson") else {}
     rendered = renderer(fmt)(findings, sources, errors)
     if fmt == "full":
         report.console(stream, color).print(rendered)

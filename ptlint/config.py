@@ -32,7 +32,7 @@ DEFAULT_EXCLUDE = (
 )
 DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
 OUTPUT_FORMATS = ("full", "concise", "grouped", "json", "json-lines", "sarif", "github", "gitlab",
-                  "junit", "pylint")
+                  "junit", "pylint", "azure", "rdjson")
 # the formats written for people: they get the summary, --show-fixes and a progress bar
 TEXT_FORMATS = ("full", "concise", "grouped")
 SAFETY_KEYS = {"safe": Safety.SAFE, "unsafe": Safety.UNSAFE}

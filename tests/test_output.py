@@ -274,6 +274,44 @@ def test_github_annotations_use_the_sarif_level(repo):
     assert set(levels) == {"::error", "::warning"}
 
 
+
+def test_azure_logging_commands_and_reviewdog_diagnostics(tmp_path):
+    """ruff's `azure` and `rdjson`: a command per finding, at the level SARIF gives it,
+    its properties escaped; reviewdog gets ranges and only the fixes it can apply."""
+    (tmp_path / "a;b]%.py").write_text(TRAIN + "x = torch.zeros(3).cuda()\n", encoding="utf-8")
+    text = _write_notebook(tmp_path / "nb.ipynb")
+    line = _line_of(text, "model = nn.DataParallel(m)")
+    args = ("a;b]%.py", "nb.ipynb", "--no-cache", "--output-format")
+    azure = run_cli(*args, "azure", cwd=tmp_path)
+    assert azure.returncode == 1
+    slower = "`DataParallel` is slower than `DistributedDataParallel`, even on one machine"
+    [dp, load, moved, cell] = azure.stdout.splitlines()
+    assert dp == ("##vso[task.logissue type=warning;sourcepath=a%3Bb%5D%AZP25.py;linenumber=6;"
+                  f"columnnumber=13;code=PTL102;]a;b]%AZP25.py:6:13: PTL102 {slower}")
+    assert load.startswith("##vso[task.logissue type=warning;") and ";code=PTL301;]" in load
+    assert moved.startswith("##vso[task.logissue type=warning;sourcepath=a%3Bb%5D%AZP25.py;"
+                            "linenumber=8;columnnumber=5;code=PTL101;]")
+    assert cell == ("##vso[task.logissue type=warning;sourcepath=nb.ipynb;"
+                    f"linenumber={line};code=PTL102;]nb.ipynb:cell 4:2:9: PTL102 {slower}")
+
+    report = json.loads(run_cli(*args, "rdjson", cwd=tmp_path).stdout)
+    assert report["source"] == {"name": "ptlint"}
+    found = {(d["code"]["value"], d["location"]["path"]): d for d in report["diagnostics"]}
+    assert len(found) == 4
+    parallel = found["PTL102", "a;b]%.py"]
+    assert parallel["location"]["range"] == {"start": {"line": 6, "column": 13},
+                                             "end": {"line": 6, "column": 42}}
+    assert "suggestions" not in parallel  # unsafe, and it adds an import
+    [suggestion] = found["PTL101", "a;b]%.py"]["suggestions"]
+    assert suggestion["text"] == 'torch.zeros(3, device="cuda")'
+    assert suggestion["range"] == {"start": {"line": 8, "column": 5},
+                                   "end": {"line": 8, "column": 26}}
+    notebook = found["PTL102", "nb.ipynb"]
+    assert notebook["location"]["range"] == {"start": {"line": line}, "end": {"line": line}}
+    assert notebook["message"] == f"{slower} (cell 4, line 2, column 9)"
+    assert "suggestions" not in notebook
+
+
 # -- what reaches the terminal -----------------------------------------------------------------
 def test_control_characters_in_file_names_are_escaped(tmp_path):
     name = "red\x1b[31malert\x07.py"
