@@ -82,7 +82,7 @@ RANDOM_FILLS = frozenset({"uniform_", "normal_", "random_", "bernoulli_", "expon
                           "geometric_", "log_normal_", "cauchy_"})
 
 _DEVICE_STRING = re.compile(r"(cuda|cpu|mps|xpu|meta|hpu|xla|npu|privateuseone)(:\d+)?")
-_DEVICE_NAME = re.compile(r"device|dev|DEVICE|DEV|\w+_device|\w+_DEVICE")
+_DEVICE_NAME = re.compile(r"_?(device|dev|DEVICE|DEV)|\w+_device|\w+_DEVICE")
 _DEVICE_GETTER = re.compile(r"_?get_(\w+_)?device")
 
 

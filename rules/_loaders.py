@@ -630,6 +630,8 @@ class LoaderRule(TracksTests, Rule):
         if any(a.keyword is not None and a.keyword.value in ("mmap_mode", "mmap")
                for a in call.args):
             return True
+        if type(func) is cst.Attribute and func.attr.value == "__init__":
+            return False  # `Dataset.__init__(self)`: the base class's, which builds nothing
         qualified = (self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute))
                      else None) or ""
         if not qualified:

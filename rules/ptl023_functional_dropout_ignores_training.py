@@ -6,6 +6,7 @@ import libcst as cst
 from ptlint.fixers.arguments import has_star_args, keyword, positional, with_keyword
 from ptlint.model import Safety
 from ptlint.analysis.names import is_named
+from ptlint.analysis.statements import last_statement
 from ptlint.rule import Rule
 from ptlint.analysis.walk import descendants
 
@@ -41,8 +42,12 @@ class FunctionalDropoutIgnoresTraining(Rule):
     without the argument they never drop anything, even while training.
 
     Calls inside an `if` that tests `.training` (`if self.training: x =
-    F.dropout(x, p)`) are not flagged, nor are calls outside `forward`-like
-    methods (a Lightning `training_step` only runs while training).
+    F.dropout(x, p)`) are not flagged, nor are calls after an `if
+    self.training:` (or `if not self.training:`) at the top of the method
+    whose body returns or raises (what follows runs in one mode only:
+    Monte-Carlo dropout sampled in eval mode), nor calls outside
+    `forward`-like methods (a Lightning `training_step` only runs while
+    training).
 
     ## Example
     ```python
@@ -85,6 +90,9 @@ class FunctionalDropoutIgnoresTraining(Rule):
         self.stack: list[tuple[str, str | None]] = []
         self.guards = 0  # enclosing `if`s that test `.training`
         self.guarding: set[int] = set()
+        # the functions being visited, and the `if self.training: return ...` of each
+        # passed so far, which guard the rest of its body
+        self.functions: list[tuple[cst.FunctionDef, int]] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         # a class with no base (or only `object`) is not a module
@@ -105,9 +113,11 @@ class FunctionalDropoutIgnoresTraining(Rule):
         elif parent is not None:
             owner = parent[1]  # a closure inside forward still sees `self`
         self.stack.append(("function", owner))
+        self.functions.append((node, 0))
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.stack.pop()
+        self.guards -= self.functions.pop()[1]
 
     def _guard(self, node: cst.If | cst.IfExp) -> None:
         # only inside a forward-like method, where it matters: matching is not free
@@ -126,6 +136,22 @@ class FunctionalDropoutIgnoresTraining(Rule):
 
     def leave_If(self, node: cst.If) -> None:
         self._unguard(node)
+        if self.functions and self._exits_in_one_mode(node):
+            function, count = self.functions[-1]
+            self.functions[-1] = (function, count + 1)
+            self.guards += 1
+
+    def _exits_in_one_mode(self, node: cst.If) -> bool:
+        """`if self.training: return ...` (or `not self.training`, with a `raise`)
+        among the statements of the innermost forward-like function itself."""
+        test = node.test
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test = test.expression
+        function = self.functions[-1][0]
+        return (node.orelse is None and self.stack[-1][1] is not None
+                and type(test) is cst.Attribute and test.attr.value == "training"
+                and type(last_statement(node.body)) in (cst.Return, cst.Raise)
+                and any(statement is node for statement in function.body.body))
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         self._guard(node)

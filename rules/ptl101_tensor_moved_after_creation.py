@@ -148,7 +148,7 @@ class TensorMovedAfterCreation(Rule):
     A device is a string such as `"cuda"`, `"cuda:1"` or `"mps"` (also an
     f-string starting with one), `torch.device(...)`, `x.device`, a name or
     attribute named like a device (`device`, `DEVICE`, `dev`, `self.device`,
-    `*_device`), an item of that name (`config["device"]`), `self.device()` or
+    `self._device`, `*_device`), an item of that name (`config["device"]`), `self.device()` or
     `model._device()`, or a call of a function named for returning one
     (`get_device()`, `utils.get_default_device()`). A move to
     the CPU (`.to("cpu")`,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 import libcst as cst
 
@@ -113,8 +114,8 @@ class DataParallel(TracksTests, Rule):
       `torch.inference_mode()` (a block or a decorated function) or handed to
       functions that evaluate it (named for evaluation: `validate(...)`,
       `evaluate_...`, `test_...`, `predict(...)`; functions of the file
-      that put that argument in `.eval()` and train nothing:
-      `get_logits(model, loader)`; or functions the file imports by name,
+      that train nothing and put that argument in `.eval()` or only call it
+      under `no_grad`: `get_logits(model, loader)`; or functions the file imports by name,
       not named for training, which get no optimizer from a file without one:
       `fill_memory_bank(loader, model, bank)`, and, there, methods of other
       objects named neither for training nor for keeping what they get:
@@ -543,7 +544,7 @@ class DataParallel(TracksTests, Rule):
                 "slower than `DistributedDataParallel`, even on one machine"))
         if not self.wraps:
             return
-        self.evaluators = _evaluators(original_node)
+        self.evaluators = _evaluators(original_node, self._no_grad)
         for callee, call in self.handed:  # `get_logits(model, loader)`: puts `model` in eval
             slots = self.evaluators.get(callee)
             if slots:
@@ -849,10 +850,12 @@ def _parameters(node: cst.FunctionDef | cst.Lambda) -> set[str]:
     return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
 
 
-def _evaluators(module: cst.Module) -> dict[str, set[int | str]]:
-    """The functions of the file that put a model they are given in `.eval()` and
-    train nothing: name -> the positions and names of those parameters (`self`
-    not counted). A name defined more than once: what every definition evaluates."""
+def _evaluators(module: cst.Module,
+                no_grad: Callable[[cst.BaseExpression], bool]) -> dict[str, set[int | str]]:
+    """The functions of the file that train nothing and put a model they are given
+    in `.eval()`, or only call it under `no_grad` (`with torch.no_grad(): out =
+    net(x)`): name -> the positions and names of those parameters (`self` not
+    counted). A name defined more than once: what every definition evaluates."""
     found: dict[str, set[int | str]] = {}
     for node in descendants(module):
         if type(node) is not cst.FunctionDef:
@@ -863,11 +866,39 @@ def _evaluators(module: cst.Module) -> dict[str, set[int | str]]:
         names = params + [p.name.value for p in node.params.kwonly_params]
         code = cst.Module([]).code_for_node(node.body)
         evaluated = set() if _TRAINS.search(code) or _TRAIN_MODE.search(code) else {
-            name for name in names if re.search(rf"(?<![\w.]){re.escape(name)}\.eval\(\)", code)}
+            name for name in names if re.search(rf"(?<![\w.]){re.escape(name)}\.eval\(\)", code)
+        } | _only_run_without_grad(node, set(names), no_grad)
         slots = evaluated | {i for i, name in enumerate(params) if name in evaluated}
         name = node.name.value
         found[name] = found[name] & slots if name in found else slots
     return found
+
+
+def _only_run_without_grad(function: cst.FunctionDef, names: set[str],
+                           no_grad: Callable[[cst.BaseExpression], bool]) -> set[str]:
+    """The `names` that `function` only calls, each time under `no_grad` (a block,
+    or the function's decorator), and uses in no other way."""
+    called: set[str] = set()
+    other: set[str] = set()
+    stack = [(function.body, any(no_grad(d.decorator) for d in function.decorators))]
+    while stack:
+        node, off = stack.pop()
+        if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in names:
+            (called if off else other).add(node.func.value)
+            stack.extend((arg, off) for arg in node.args)
+            continue
+        if type(node) is cst.Name and node.value in names:
+            other.add(node.value)
+        elif isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            other.update(names)  # run later, under whatever mode then: not followed
+            continue
+        if type(node) is cst.Attribute:
+            stack.append((node.value, off))  # `x.attr`: not a use of a name `attr`
+            continue
+        if type(node) is cst.With and any(no_grad(item.item) for item in node.items):
+            off = True
+        stack.extend((child, off) for child in children(node))
+    return called - other
 
 
 def _lent_to(module: cst.Module, defined: dict) -> set[str]:

@@ -7,7 +7,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import (SYNC_METHODS, Assignment, assignments, closure, key_of,
+from ptlint.analysis.dataflow import (Assignment, assignments, closure, key_of, sync_method,
                                      last_name, loss_keys, value_keys)
 from ptlint.analysis.semantic import BACKWARD, STEP, Function, Loop
 from ptlint.analysis.walk import descendants
@@ -23,7 +23,7 @@ _STRINGS = (cst.SimpleString, cst.ConcatenatedString)
 _CHECKS = frozenset({"torch.isnan", "torch.isinf", "torch.isfinite", "torch.isposinf",
                      "torch.isneginf"})
 _CHECK_METHODS = frozenset(name.rpartition(".")[2] for name in _CHECKS)
-_DEVICE_HINT = re.compile(r"cuda|\bdevice\b|accelerator|\bfabric\b")
+_DEVICE_HINT = re.compile(r"cuda|\bdevice\b|[A-Za-z0-9]_device\b|accelerator|\bfabric\b")
 _SEEDING = re.compile(r"\bcuda\.manual_seed(?:_all)?\b")  # seeds the GPU if any, uses none
 # `device=values.device`, `.to(x.device)`: follows a tensor's device, names none
 _FOLLOWS = re.compile(r"\bdevice\s*=\s*(?!(?:self|args|cfg|config|opt|opts|hparams|params)\.)"
@@ -46,7 +46,7 @@ def _has_sync_inside(node: cst.BaseExpression) -> bool:
     while True:
         if isinstance(node, cst.Call):
             func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in SYNC_METHODS:
+            if sync_method(node):
                 return True
             node = func
         elif isinstance(node, (cst.Attribute, cst.Subscript)):
@@ -78,8 +78,8 @@ def _keys(values: list[cst.BaseExpression]) -> set[str]:
 class HostSyncInTrainingLoop(Rule):
     """
     ## What it does
-    Flags `.item()`, `.cpu()`, `.numpy()` and `.tolist()` applied, on every
-    step, to the loss or to values computed from the model's outputs inside a
+    Flags `.item()`, `.cpu()`, `.to("cpu")`, `.numpy()` and `.tolist()`
+    applied, on every step, to the loss or to values computed from the model's outputs inside a
     training loop (a loop that calls `.backward()` and an optimizer step), and
     `print(loss)`, `float(loss)`, `int(loss)`, `bool(loss)`, `str(loss)` and
     formatting of the loss itself (the tensor `.backward()` is called on, or
@@ -112,7 +112,11 @@ class HostSyncInTrainingLoop(Rule):
     directly or under `if torch.cuda.is_available():`), reads after the
     backward pass and the optimizer step or after the synchronize: the
     step waits for the device there anyway (a read before the backward pass
-    still stalls the step in the middle), nor
+    still stalls the step in the middle), nor reads after a call (a statement
+    before, in the same block, with no backward pass or step in between) of a
+    helper of the file that trains and then reads a value on the host in a
+    statement of its body that always runs (new priorities of a replay
+    buffer: `memory.update(td.detach().cpu().numpy())`), nor
     are values that do not come from the loss or the outputs (the batch
     itself, hyper-parameters). A name holds what the loop body assigned to
     it before the read: the batch read on the host before the body moves it
@@ -121,8 +125,8 @@ class HostSyncInTrainingLoop(Rule):
     `return` of it gives as a host value (`loss.cpu().numpy()`, `x.item()`,
     arithmetic of those: `new_loss - old_loss` of two such) is not an output.
     Files whose
-    code (comments aside) never mentions `cuda`, a `device` or an
-    accelerator but to seed it (`torch.cuda.manual_seed_all(0)`) or to follow
+    code (comments aside) never mentions `cuda`, a `device` (also
+    `default_device()`, `self.target_device`) or an accelerator but to seed it (`torch.cuda.manual_seed_all(0)`) or to follow
     a tensor's (`torch.zeros(1, device=values.device)`), and trainer
     classes that do not (when the file's top-level code does not either), are
     skipped: on the CPU these calls are cheap; so are test files, which run a
@@ -189,11 +193,14 @@ class HostSyncInTrainingLoop(Rule):
         if self.model.here.loop is None:
             return
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in SYNC_METHODS:
-            if (func.attr.value == "item" and node.args) or _has_sync_inside(func.value):
+        method = sync_method(node)
+        if method:
+            if (method == "item" and node.args) or _has_sync_inside(func.value):
                 return
             keys = value_keys(func.value, self.qualified_name, stop_at_host=True)
-            self.calls.append((self.model.site(node), f".{func.attr.value}()", keys, False))
+            label = f".{method}()" if method != "to" else (
+                f".to({cst.Module([]).code_for_node(node.args[0])})")
+            self.calls.append((self.model.site(node), label, keys, False))
             return
         builtin = _BUILTINS.get(self.qualified_name(func) or "")
         if builtin is not None:
@@ -271,7 +278,8 @@ class HostSyncInTrainingLoop(Rule):
             if hot not in tainted:
                 tainted[hot] = _Taint(hot)
             taint = tainted[hot]
-            if taint.quiet_from is not None and taint.where(site.node) > taint.quiet_from:
+            if taint.quiet_from is not None and taint.where(site.node) > taint.quiet_from \
+                    or taint.after_synced_helper(site.node):
                 continue  # the step waits for the device anyway: no extra wait
             if taint.reaches(site.node, keys, loss_only) and not _read_by_the_test(site, hot, keys):
                 of = " of a tensor" if loss_only else ""
@@ -402,6 +410,60 @@ class _Taint:
                 if site.kind == BACKWARD or site.kind == STEP and model.stepped(site) is not None]
         return min(synced[0], max(work, default=synced[0]))
 
+    def after_synced_helper(self, node: cst.CSTNode) -> bool:
+        """Whether a statement before the one that holds `node`, in the same block,
+        calls a helper of the file that trains and then reads a value on the host
+        (`_ends_synced`), with nothing between that backpropagates or steps: once
+        it returns, nothing is queued."""
+        model = self.hot.function.model
+        trains = model.helpers(BACKWARD) | model.helpers(STEP)
+        work = {id(site.node) for loop in self.hot.walk() for site in loop.sites
+                if site.kind == BACKWARD or model.is_mark(site, STEP)}
+        path = model.path(node, self.hot.node)
+        for block, inner in zip(path, path[1:]):
+            if type(block) is not cst.IndentedBlock:
+                continue
+            before = next((block.body[:i] for i, s in enumerate(block.body) if s is inner), ())
+            for statement in reversed(before):
+                inside = list(descendants(statement))
+                small = statement.body[0] if type(statement) is cst.SimpleStatementLine \
+                    and len(statement.body) == 1 else None
+                if type(getattr(small, "value", None)) is cst.Call and \
+                        self._ends_synced(small.value):
+                    return True
+                if any(id(n) in work or type(n) is cst.Call and last_name(n.func) in trains
+                       for n in inside):
+                    return False
+        return False
+
+    def _ends_synced(self, call: cst.Call) -> bool:
+        """Whether `call` runs a function of the file (each of its definitions) that
+        backpropagates or steps and then, in a statement of its body that runs
+        whatever happened before, reads a value on the host (`p.cpu().numpy()`)."""
+        model = self.hot.function.model
+        trains = model.helpers(BACKWARD) | model.helpers(STEP)
+        if last_name(call.func) not in trains:
+            return False
+        defs = model.defs_named(call.func, self.hot.function)
+        for function in defs:
+            if type(function.node) is not cst.FunctionDef or type(
+                    function.node.body) is not cst.IndentedBlock:
+                return False
+            work = {id(site.node) for site in function.all_sites()
+                    if site.kind == BACKWARD or model.is_mark(site, STEP)}
+            synced = trained = False
+            for statement in function.node.body.body:
+                inside = list(descendants(statement))
+                if any(id(n) in work or type(n) is cst.Call and last_name(n.func) in trains
+                       for n in inside):
+                    synced, trained = False, True
+                elif trained and type(statement) is cst.SimpleStatementLine and any(
+                        type(n) is cst.Call and sync_method(n) for n in inside):
+                    synced = True
+            if not synced:
+                return False
+        return bool(defs)
+
     def _every_step(self, small: cst.CSTNode) -> bool:
         """Not under an inner loop, nor under any `if` but `if torch.cuda.is_available():`."""
         path = self.hot.function.model.path(small, self.hot.node)
@@ -501,8 +563,7 @@ def _read_by_the_test(site, hot: Loop, keys: set[str]) -> bool:
         if type(node) is not cst.If or inner is node.test:
             continue
         synced = {key for call in descendants(node.test) if type(call) is cst.Call
-                  and type(call.func) is cst.Attribute and call.func.attr.value in SYNC_METHODS
-                  for key in value_keys(call.func.value)}
+                  and sync_method(call) for key in value_keys(call.func.value)}
         if keys & synced and not any(
                 s.order < site.order and any(n is s.node for n in descendants(inner))
                 for loop in hot.walk() for s in loop.sites if s.kind in (BACKWARD, STEP)):

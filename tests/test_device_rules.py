@@ -602,9 +602,17 @@ def test_ptl102_silent_for_a_model_handed_to_a_function_that_evaluates_it(cli, t
                                                "scores(scorer, 0.5, loader)"))
     write(tmp_path / "tuned.py", SCORER.replace("SGD(model.parameters()",
                                                 "SGD([*model.parameters(), *scorer.parameters()]"))
+    # a function that only runs it under no_grad evaluates it too (feature extraction)
+    no_eval = SCORER.replace("        model.eval()\n", "")
+    write(tmp_path / "no_grad.py", no_eval)
+    # not when it runs it with gradients as well, or hands it on
+    write(tmp_path / "grads.py", no_eval.replace(
+        "            return", "            first = model(x0)\n            return").replace(
+        "with torch.no_grad():\n            first", "if True:\n            first"))
+    write(tmp_path / "handed.py", no_eval.replace("[model(x) for", "[keep(model, x) for"))
     proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
     assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "PTL102" in line) == [
-        "slot.py", "trains.py", "tuned.py"], proc.stdout
+        "grads.py", "handed.py", "slot.py", "trains.py", "tuned.py"], proc.stdout
 
 
 def test_ptl102_reported_where_a_gpu_is_there_or_the_type_test_is_another(cli, tmp_path):
@@ -653,6 +661,8 @@ def test_ptl130_a_device_named_only_in_a_comment_or_seeded_is_no_device(cli, tmp
     write(tmp_path / "follows.py", CPU_LOOP.replace("model = torch.nn.Linear(2, 1)", follows))
     write(tmp_path / "setting.py", CPU_LOOP.replace(
         "model = torch.nn.Linear(2, 1)", "model = torch.nn.Linear(2, 1).to(args.device)"))
+    write(tmp_path / "helper.py", CPU_LOOP.replace(
+        "model = torch.nn.Linear(2, 1)", "model = torch.nn.Linear(2, 1).to(default_device())"))
     # a test runs a few steps
     gpu = CPU_LOOP.replace("model = torch.nn.Linear(2, 1)", "model = torch.nn.Linear(2, 1).cuda()")
     write(tmp_path / "tests" / "test_loop.py", gpu)
@@ -663,7 +673,7 @@ def test_ptl130_a_device_named_only_in_a_comment_or_seeded_is_no_device(cli, tmp
     proc = cli(".", "--select", "PTL130", "--output-format", "json", cwd=tmp_path)
     assert [(f["filename"].rsplit("/", 1)[-1], f["location"]["line"])
             for f in json.loads(proc.stdout)] == [
-        ("gpu.py", 11), ("mnist_test.py", 11), ("setting.py", 11)]
+        ("gpu.py", 11), ("helper.py", 11), ("mnist_test.py", 11), ("setting.py", 11)]
 
 
 def test_ptl130_a_value_the_if_test_already_read_is_read_again_for_free(cli, tmp_path):

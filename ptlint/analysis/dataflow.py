@@ -205,6 +205,23 @@ def target_keys(target: cst.BaseExpression) -> set[str]:
 
 # calls whose result no longer carries the tensor (a Python value, or metadata)
 SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
+
+
+def sync_method(call: cst.Call) -> str | None:
+    """The method through which `call` reads a tensor on the host: one of
+    `SYNC_METHODS`, or `to` for a copy to the CPU (`x.to("cpu")`); else None."""
+    func = call.func
+    if type(func) is not cst.Attribute:
+        return None
+    if func.attr.value in SYNC_METHODS:
+        return func.attr.value
+    first = call.args[0] if call.args else None
+    if func.attr.value == "to" and first is not None and (
+            first.keyword is None or first.keyword.value == "device"):
+        text = first.value.evaluated_value if type(first.value) is cst.SimpleString else None
+        if isinstance(text, str) and text.partition(":")[0] == "cpu":
+            return "to"
+    return None
 _META_METHODS = frozenset({"size", "dim", "numel", "nelement", "element_size", "ndimension",
                            "get_device", "is_contiguous", "data_ptr", "stride"})
 _META_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "requires_grad",
@@ -271,7 +288,7 @@ def _reads(node: cst.CSTNode | None, resolve: Resolve | None,
     def call(node: cst.Call) -> None:
         func = node.func
         if stop:
-            if type(func) is cst.Attribute and func.attr.value in SYNC_METHODS | _META_METHODS:
+            if sync_method(node) or type(func) is cst.Attribute and func.attr.value in _META_METHODS:
                 return
             if resolve is not None and resolve(func) in PY_CONVERSIONS:
                 return
