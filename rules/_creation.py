@@ -202,8 +202,9 @@ def classify(call: cst.Call, resolve: Resolve) -> Op | None:
         qualified = resolve(func)
         if qualified in FILL_FUNCTIONS:
             return Op(call, "fill", function=True)
-        if qualified in VARIABLE and all(a.keyword is not None and a.keyword.value == "volatile"
-                                         for a in call.args[1:]):
+        if qualified in VARIABLE and all(a.keyword is not None and (
+                a.keyword.value == "volatile" or a.keyword.value == "requires_grad"
+                and is_named(a.value, "False")) for a in call.args[1:]):
             return Op(call, "view", function=True)  # `Variable(t)` is `t` since torch 0.4
     if not isinstance(func, cst.Attribute):
         return None

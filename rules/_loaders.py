@@ -66,7 +66,7 @@ _CHEAP_CALLS = frozenset({
     "abs", "isinstance", "slice", "round", "long", "double", "half", "type", "view",
     "reshape", "unsqueeze", "squeeze", "clone", "flip", "permute", "transpose", "t",
     "contiguous", "astype", "copy", "tolist", "item", "numpy", "get", "detach", "to", "size",
-    "dim", "numel"})
+    "dim", "numel", "items", "keys", "values"})
 # libraries whose objects read from disk when indexed
 _LAZY_MODULES = frozenset({"h5py", "zarr", "lmdb", "tables", "webdataset", "datasets", "pyarrow"})
 # NumPy and torch functions that read files (any other is computation in memory)

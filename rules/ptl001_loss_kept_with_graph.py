@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import (PY_CONVERSIONS, bound, closure, last_name, method_name,
-                                     target_vars, var, vars_in)
+from ptlint.analysis.dataflow import (PY_CONVERSIONS, bound, calls_in, closure, last_name,
+                                     method_name, target_vars, var, vars_in)
 from ptlint.analysis.names import dotted
 from ptlint.analysis.semantic import BACKPROP, BACKWARD, STEP, Function
 from ptlint.analysis.walk import children
@@ -56,9 +56,12 @@ class LossKeptWithGraph(Rule):
     `float(...)`, `.tolist()` or `.cpu().numpy()`, for code under
     `torch.no_grad()` or `torch.inference_mode()` (block or decorator; also a
     project's context manager called with `no_grad=True`), for a
-    value rebound to its detached form before it is stored, for a list or
+    value rebound to its detached form (or to anything not a loss, after its
+    backward pass: `cost = evaluate(model)`) before it is stored, for a list or
     total created afresh in each iteration (of the loop that takes the
-    optimizer's step, when an inner loop fills it), and for an accumulation whose
+    optimizer's step, when an inner loop fills it; or in each call of a
+    function that takes one optimizer step, after its loops), and for an
+    accumulation whose
     result is itself backpropagated later (per-head or per-timestep losses
     summed, then `.backward()` on the sum; chunk losses stacked, then
     backpropagated). Loss values that are not backpropagated in the loop are
@@ -223,9 +226,13 @@ class _Analysis:
         self.stepping: set[int] = set()  # id(loop) of the loops a backward runs in directly
         self.optimizing: set[int] = set()  # and those an optimizer step runs in directly
         all_roots: set[str] = set()
+        self.steps_once = False  # an optimizer step outside the function's loops
         for site in self.function.all_sites():
-            if site.ctx.loop is not None and self.model.is_mark(site, STEP):
-                self.optimizing.add(id(site.ctx.loop.node))
+            if self.model.is_mark(site, STEP):
+                if site.ctx.loop is None:
+                    self.steps_once = True
+                else:
+                    self.optimizing.add(id(site.ctx.loop.node))
             found = self._backward_roots(site.node) if site.kind in (BACKWARD, BACKPROP) else None
             if found is None:
                 continue
@@ -286,7 +293,18 @@ class _Analysis:
     def _scan(self) -> None:
         nograd = [self.function.ctx.grad == OFF]
         self.resets: dict[int, set[str]] = {}  # id(loop) -> names bound afresh in each iteration
-        for kind, node, loops in self.function.events:
+        self.fresh: set[str] = set()  # names bound outside any loop, once per call
+        # the event that last bound each name, and the last that backpropagated through it:
+        # a name bound after its backward pass holds some other value
+        self.bound_at: dict[str, int] = {}
+        self.backward_at: dict[str, int] = {}
+        backwards = {id(site.node): found[0] for site in self.function.all_sites()
+                     if site.kind in (BACKWARD, BACKPROP)
+                     for found in [self._backward_roots(site.node)] if found is not None}
+        for self.at, (kind, node, loops) in enumerate(self.function.events):
+            if kind == "small" and backwards:
+                for call in calls_in(node):
+                    self.backward_at.update(dict.fromkeys(backwards.get(id(call), ()), self.at))
             if kind == "with":
                 nograd.append(self.model.context(node).grad == OFF)
             elif kind == "end_with":
@@ -320,9 +338,12 @@ class _Analysis:
             kind = _OTHER  # `cls_loss, loc_loss = criterion(...)`: each one is a loss
         for name in target_vars(target):
             self.state[name] = kind
+            self.bound_at[name] = self.at
             if reset:
                 for loop in loops:
                     self.resets.setdefault(id(loop), set()).add(name)
+                if not loops:
+                    self.fresh.add(name)
             # forget what was known about `name.attr`
             for known in [k for k in self.state if k.startswith(name + ".")]:
                 del self.state[known]
@@ -383,6 +404,9 @@ class _Analysis:
         if accumulator is None or any(accumulator in self.resets.get(id(loop), ())
                                       for loop in loops[step:]):
             return
+        if accumulator in self.fresh and self.steps_once and not any(
+                id(loop) in self.optimizing for loop in loops):
+            return  # a total of one optimizer step, taken after the loops, once per call
         loop = loops[-1]
         if accumulator in self.backpropagated:
             return  # summed or stacked to be backpropagated: the graph is wanted
@@ -395,7 +419,8 @@ class _Analysis:
             if self._detaches(item):
                 continue
             backward = [g for g in _graph_vars(item) if self.state.get(g) != _DETACHED and (
-                g in roots or (g in feeds and self.state.get(g) == _LOSS))]
+                g in roots and self.bound_at.get(g, -1) <= self.backward_at.get(g, -1)
+                or (g in feeds and self.state.get(g) == _LOSS))]
             carried = self._carries(item)
             if backward:  # its graph was consumed by the backward pass of this loop
                 safe = safe and not (retained and (set(backward) & retained or set(backward) - roots))

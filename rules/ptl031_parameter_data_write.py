@@ -6,7 +6,7 @@ import libcst as cst
 from ptlint.fixers.arguments import keyword
 from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
-from ptlint.analysis.names import dotted
+from ptlint.analysis.names import dotted, is_named
 from ptlint.rule import Rule
 
 _NO_GRAD = ("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
@@ -75,7 +75,9 @@ class ParameterDataWrite(Rule):
     Paddle or TensorFlow, and never names torch), and, in a file
     whose code names torch (the `model.parameters()` of another framework,
     such as micrograd's or Paddle's, hold no torch parameters), the loop
-    variable of `for p in model.parameters()` (also `named_parameters()`,
+    variable of `for p in model.parameters()` (not when `model` is an
+    instance of a class of the file without a base, micrograd's `MLP`;
+    also `named_parameters()`,
     `zip(...)` of them and optimizer `param_groups`), a name or `self.`
     attribute assigned `nn.Parameter(...)` (not `nn.Parameter(x,
     requires_grad=False)`: a buffer in all but name), or a tensor created with
@@ -153,6 +155,14 @@ class ParameterDataWrite(Rule):
         self.no_grad: list[bool] = [False]
         self.with_pushed: list[bool] = []
         self.reported: set[int] = set()
+        # classes of the file without a base (micrograd's `MLP`), and names bound to an
+        # instance of one: their `parameters()` are no torch parameters
+        self.plain_classes: set[str] = set()
+        self.plain_instances: set[str] = set()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if all(is_named(base.value, "object") for base in node.bases):
+            self.plain_classes.add(node.name.value)
 
     # -- scopes and no_grad blocks -----------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -184,6 +194,8 @@ class ParameterDataWrite(Rule):
     def _parameter_loop_targets(self, target: cst.BaseExpression, it: cst.BaseExpression) -> set[str]:
         if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute):
             method = it.func.attr.value
+            if dotted(it.func.value) in self.plain_instances:
+                return set()
             if method == "parameters" and isinstance(target, cst.Name):
                 return {target.value}
             if method == "named_parameters" and isinstance(target, cst.Tuple) \
@@ -307,6 +319,12 @@ class ParameterDataWrite(Rule):
             self._made_leaf(dotted(last.target.value))
             return
         self._assign(node)
+        plain = isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name) \
+            and node.value.func.value in self.plain_classes
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                (self.plain_instances.add if plain else self.plain_instances.discard)(
+                    target.target.value)
         if _converts(node.value):
             return  # `p.data = p.data.to(torch.float32)`: no in-place alternative
         for target in node.targets:

@@ -42,6 +42,11 @@ def _names(target: cst.BaseExpression) -> set[str]:
     return {target.value} if isinstance(target, cst.Name) else set()
 
 
+def _parameters(params: cst.Parameters) -> list[str]:
+    return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params,
+                                   params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+
+
 def _calls(node: cst.CSTNode) -> list[cst.Call]:
     found: list[cst.Call] = []
 
@@ -111,10 +116,17 @@ class TensorFromTensor(Rule):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         # parameters are unknown: an annotation `x: torch.Tensor` is not proof
-        # (callers pass lists from configs), and the fix would then break
-        self.scopes.append({})
+        # (callers pass lists from configs), and the fix would then break; a
+        # parameter hides a tensor of the same name outside
+        self.scopes.append(dict.fromkeys(_parameters(node.params), False))
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scopes.pop()
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self.scopes.append(dict.fromkeys(_parameters(node.params), False))
+
+    def leave_Lambda(self, node: cst.Lambda) -> None:
         self.scopes.pop()
 
     def leave_Assign(self, node: cst.Assign) -> None:

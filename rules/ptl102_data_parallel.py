@@ -25,7 +25,7 @@ _DATA_PARALLEL = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
 _FUNCTIONAL = ("torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel")
 # what a test of "are we distributed?" mentions
 _DISTRIBUTED = re.compile(r"(?i)distributed|ddp|world_size|is_initialized|get_world_size|"
-                          r"local_rank")
+                          r"local_rank|^dist_|_dist$")  # `args.dist_train`, `use_dist`
 # containers of modules, with no `forward` of their own: a wrap of one never runs
 _CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict",
                          "torch.nn.modules.container.ModuleList",
@@ -94,7 +94,7 @@ class DataParallel(TracksTests, Rule):
     - `DataParallel` as the explicit fallback where no process group exists:
       in the `else`/`elif` of an `if` whose test asks whether the run is
       distributed (`dist.is_initialized()`, `args.distributed`,
-      `world_size > 1`, `args.local_rank != -1`, ...) or whose branch wraps in
+      `args.dist_train`, `world_size > 1`, `args.local_rank != -1`, ...) or whose branch wraps in
       `DistributedDataParallel` (torch's, apex's or fairscale's), in an
       `if not <that>:` branch, and in
       `DistributedDataParallel(m) if dist.is_initialized() else DataParallel(m)`,

@@ -24,7 +24,8 @@ _CHECKS = frozenset({"torch.isnan", "torch.isinf", "torch.isfinite", "torch.ispo
                      "torch.isneginf"})
 _CHECK_METHODS = frozenset(name.rpartition(".")[2] for name in _CHECKS)
 _DEVICE_HINT = re.compile(r"cuda|\bdevice\b|[A-Za-z0-9]_device\b|accelerator|\bfabric\b")
-_SEEDING = re.compile(r"\bcuda\.manual_seed(?:_all)?\b")  # seeds the GPU if any, uses none
+# seeds the GPU if any, or asks whether there is one: uses none
+_SEEDING = re.compile(r"\bcuda\.(?:manual_seed(?:_all)?\b|is_available\(\))")
 # `device=values.device`, `.to(x.device)`: follows a tensor's device, names none
 _FOLLOWS = re.compile(r"\bdevice\s*=\s*(?!(?:self|args|cfg|config|opt|opts|hparams|params)\.)"
                       r"[A-Za-z_]\w*\.device\b|\.to\(\s*(?!(?:self|args|cfg|config|opt|opts|"
@@ -36,7 +37,8 @@ _NOT_A_LOSS = re.compile(r"weight|scale|fn|func|mask|factor|coef|config|type|lam
 def _mentions_device(code: str) -> bool:
     """Whether the code, not its comments, mentions cuda, a device or an accelerator
     (`# model.cuda()  # uncomment for the GPU` runs on the CPU), other than to seed
-    it (`torch.cuda.manual_seed_all(0)`) or to follow a tensor's device
+    it (`torch.cuda.manual_seed_all(0)`), to ask for one (`torch.cuda.is_available()`)
+    or to follow a tensor's device
     (`torch.zeros(1, device=values.device)`)."""
     return code_matches(_DEVICE_HINT, _FOLLOWS.sub("", _SEEDING.sub("seed", code)))
 
@@ -124,10 +126,11 @@ class HostSyncInTrainingLoop(Rule):
     file that runs the backward pass or the step counts as one; what every
     `return` of it gives as a host value (`loss.cpu().numpy()`, `x.item()`,
     arithmetic of those: `new_loss - old_loss` of two such) is not an output.
-    Files whose
-    code (comments aside) never mentions `cuda`, a `device` (also
-    `default_device()`, `self.target_device`) or an accelerator but to seed it (`torch.cuda.manual_seed_all(0)`) or to follow
-    a tensor's (`torch.zeros(1, device=values.device)`), and trainer
+    Files whose code (comments aside) never mentions `cuda`, a `device`
+    (also `default_device()`, `self.target_device`) or an accelerator but to
+    seed it (`torch.cuda.manual_seed_all(0)`), to ask whether there is one
+    (`torch.cuda.is_available()`) or to follow a tensor's
+    (`torch.zeros(1, device=values.device)`), and trainer
     classes that do not (when the file's top-level code does not either), are
     skipped: on the CPU these calls are cheap; so are test files, which run a
     few steps. In a notebook, whose cells run

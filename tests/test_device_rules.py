@@ -656,6 +656,12 @@ def test_ptl130_a_device_named_only_in_a_comment_or_seeded_is_no_device(cli, tmp
     write(tmp_path / "seeded.py", CPU_LOOP.replace(
         "model = torch.nn.Linear(2, 1)",
         "torch.cuda.manual_seed_all(0); torch.cuda.manual_seed(0); model = torch.nn.Linear(2, 1)"))
+    # so does asking whether there is one, unless the answer moves something
+    write(tmp_path / "asks.py", CPU_LOOP.replace(
+        "model = torch.nn.Linear(2, 1)", "print(torch.cuda.is_available()); model = torch.nn.Linear(2, 1)"))
+    write(tmp_path / "uses.py", CPU_LOOP.replace(
+        "model = torch.nn.Linear(2, 1)",
+        "model = torch.nn.Linear(2, 1)\n    if torch.cuda.is_available(): model.cuda()"))
     # a factory that follows a tensor's device names none; a setting's device does
     follows = "next_value = torch.zeros(1, device=x.device); model = torch.nn.Linear(2, 1)"
     write(tmp_path / "follows.py", CPU_LOOP.replace("model = torch.nn.Linear(2, 1)", follows))
@@ -673,7 +679,8 @@ def test_ptl130_a_device_named_only_in_a_comment_or_seeded_is_no_device(cli, tmp
     proc = cli(".", "--select", "PTL130", "--output-format", "json", cwd=tmp_path)
     assert [(f["filename"].rsplit("/", 1)[-1], f["location"]["line"])
             for f in json.loads(proc.stdout)] == [
-        ("gpu.py", 11), ("helper.py", 11), ("mnist_test.py", 11), ("setting.py", 11)]
+        ("gpu.py", 11), ("helper.py", 11), ("mnist_test.py", 11), ("setting.py", 11),
+        ("uses.py", 12)]
 
 
 def test_ptl130_a_value_the_if_test_already_read_is_read_again_for_free(cli, tmp_path):
