@@ -6,6 +6,7 @@ import libcst as cst
 from ptlint.analysis.dataflow import bound_in, var
 from ptlint.analysis.semantic import BACKWARD, GRAD, STEP, ZERO, Function, Loop, Site
 from ptlint.analysis.training import clears_gradients
+from ptlint.fixers.arguments import argument
 from ptlint.fixers.statements import insert_before, simple_statement
 from ptlint.model import Safety
 from ptlint.rule import Rule
@@ -16,13 +17,16 @@ _STATEMENTS = (cst.SimpleStatementLine, cst.For, cst.While, cst.If, cst.With, cs
                cst.SimpleStatementSuite)
 _LOOPS = (cst.For, cst.While)
 _DISTRIBUTED = ("torch.distributed.autograd.", "torch.distributed.optim.")
+_LBFGS = frozenset({"torch.optim.LBFGS", "torch.optim.lbfgs.LBFGS"})
 
 
 class MissingZeroGrad(Rule):
     """
     ## What it does
     Flags a loop that calls `.backward()` and steps an optimizer but never
-    clears the gradients inside the loop.
+    clears the gradients inside the loop, and a closure handed to an `LBFGS`
+    optimizer's `step` that calls `.backward()` but clears nothing (LBFGS
+    evaluates it up to `max_iter` times in one step; not with `max_iter=1`).
 
     The step is `optimizer.step()` or `scaler.step(optimizer)` (not
     `scheduler.step()`); clearing is `optimizer.zero_grad()`,
@@ -36,7 +40,8 @@ class MissingZeroGrad(Rule):
     training diverges or stalls.
 
     Gradient accumulation (clearing only every `k` batches, inside the loop),
-    an LBFGS closure that clears, distributed autograd (gradients live in a
+    an LBFGS closure that clears, a closure handed to another optimizer
+    (which evaluates it once, after the loop's own clearing), distributed autograd (gradients live in a
     per-iteration context) and an optimizer built anew in every iteration
     are not flagged. In nested loops the rule reports the innermost loop
     that both backpropagates and steps. A call of a helper defined in the
@@ -104,6 +109,58 @@ class MissingZeroGrad(Rule):
                 trained |= trains
             if function in engines and not trained:
                 self._check(function, function.node, [function, *function.loops])
+        if "LBFGS" in self.context.source:
+            self._closures()
+
+    def _closures(self) -> None:
+        """Report a closure handed to an `LBFGS` optimizer's `step` that
+        backpropagates and clears no gradients: LBFGS evaluates it up to
+        `max_iter` times in one step, and the gradients add up across those."""
+        model = self.model
+        # what each name is bound to: True for an LBFGS optimizer (that evaluates the
+        # closure more than once), False for anything else; a plain name per scope
+        bound: dict[object, set[bool]] = {}
+        for function in model.functions:
+            for kind, node, _ in function.events:
+                if kind != "small" or type(node) is not cst.Assign:
+                    continue
+                value = node.value
+                lbfgs = type(value) is cst.Call and function.resolve(value.func) in _LBFGS \
+                    and not _once(argument(value, "max_iter", 2))
+                for name in (var(t.target) for t in node.targets):
+                    if name is not None:
+                        key = name if "." in name else (id(function), name)
+                        bound.setdefault(key, set()).add(lbfgs)
+        for function in model.functions:
+            for site in function.all_sites():
+                stepped = model.stepped(site) if site.kind == STEP else None
+                name = var(stepped[0]) if stepped is not None and stepped[1] else None
+                if name is None:
+                    continue
+                kinds = bound.get(name) if "." in name else next(
+                    (bound[key] for key in ((id(scope), name) for scope in function.outward())
+                     if key in bound), None)
+                if kinds != {True}:
+                    continue
+                handed = argument(site.node, "closure", 0)
+                if handed is None or type(handed.value) is not cst.Name:
+                    continue
+                for closure in model.defs_named(handed.value, function):
+                    self._closure(closure, stepped[0], nested=closure.parent is function)
+
+    def _closure(self, closure: Function, optimizer: cst.BaseExpression, nested: bool) -> None:
+        model = self.model
+        sites = closure.all_sites()
+        backwards = [s for s in sites if model.is_backward(s)]
+        if not backwards or any(s.kind in (ZERO, GRAD) and clears_gradients(s.node)
+                                for s in sites) or closure.every("calls") & model.helpers(ZERO):
+            return
+        point = self._insertion_point(closure.node, backwards) if nested else None
+        self.report(closure.node.name, message=(
+            "Closure handed to `LBFGS.step` calls `.backward()` but never clears the gradients: "
+            "LBFGS evaluates it several times in one step, and they add up"),
+            edits=() if point is None else [(point[0], insert_before(
+                *point, simple_statement(f"{var(optimizer)}.zero_grad()")))])
 
     def _check(self, body: Loop | Function, node: cst.CSTNode, parts: list) -> bool:
         """Report `body` (a loop, or an engine's step function) when it trains
@@ -180,6 +237,12 @@ class MissingZeroGrad(Rule):
         if all(c[depth:depth + 1] and c[depth][0] is first[depth][0] for c in chains):
             return first[depth]  # siblings: before the earliest
         return first[depth - 1] if depth > 0 else None  # different branches: before the branching
+
+
+def _once(max_iter: cst.Arg | None) -> bool:
+    """`max_iter=1`: LBFGS then evaluates the closure once a step."""
+    return max_iter is not None and type(max_iter.value) is cst.Integer and \
+        max_iter.value.value == "1"
 
 
 def _rebound(body: Loop | Function, optimizer: str) -> bool:

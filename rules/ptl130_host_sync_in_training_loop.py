@@ -281,10 +281,10 @@ class HostSyncInTrainingLoop(Rule):
             if hot not in tainted:
                 tainted[hot] = _Taint(hot)
             taint = tainted[hot]
-            if taint.quiet_from is not None and taint.where(site.node) > taint.quiet_from \
-                    or taint.after_synced_helper(site.node):
+            if taint.quiet_from is not None and taint.where(site.node) > taint.quiet_from:
                 continue  # the step waits for the device anyway: no extra wait
-            if taint.reaches(site.node, keys, loss_only) and not _read_by_the_test(site, hot, keys):
+            if taint.reaches(site.node, keys, loss_only) and not _read_by_the_test(
+                    site, hot, keys) and not taint.after_synced_helper(site.node):
                 of = " of a tensor" if loss_only else ""
                 self.report(site.node, message=(
                     f"`{what}`{of} in the training loop waits for the device on every step"))
