@@ -297,14 +297,19 @@ class _Analysis:
         # the event that last bound each name, and the last that backpropagated through it:
         # a name bound after its backward pass holds some other value
         self.bound_at: dict[str, int] = {}
-        self.backward_at: dict[str, int] = {}
-        backwards = {id(site.node): found[0] for site in self.function.all_sites()
-                     if site.kind in (BACKWARD, BACKPROP)
-                     for found in [self._backward_roots(site.node)] if found is not None}
+        self.backward_at: dict[str, list[int]] = {}  # name -> events that backpropagate it
+        smalls = {id(node): i for i, (kind, node, _) in enumerate(self.function.events)
+                  if kind == "small"}
+        for site in self.function.all_sites():
+            found = self._backward_roots(site.node) if site.kind in (BACKWARD, BACKPROP) else None
+            line = site.line if found is not None else None
+            if type(line) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
+                for small in line.body:  # the small statement of its line that holds it
+                    if id(small) in smalls and (len(line.body) == 1 or any(
+                            call is site.node for call in calls_in(small))):
+                        for name in found[0]:
+                            self.backward_at.setdefault(name, []).append(smalls[id(small)])
         for self.at, (kind, node, loops) in enumerate(self.function.events):
-            if kind == "small" and backwards:
-                for call in calls_in(node):
-                    self.backward_at.update(dict.fromkeys(backwards.get(id(call), ()), self.at))
             if kind == "with":
                 nograd.append(self.model.context(node).grad == OFF)
             elif kind == "end_with":
@@ -317,6 +322,10 @@ class _Analysis:
             else:  # the names a loop, a `with` or an `except` binds
                 for target in bound(kind, node):
                     self._bind(target, None, loops)
+
+    def _backpropagated_before(self, name: str) -> int:
+        """The last event up to this one that backpropagates through `name`; -1 if none."""
+        return max((at for at in self.backward_at.get(name, ()) if at <= self.at), default=-1)
 
     def _small(self, small: cst.CSTNode, loops: tuple) -> None:
         store = _store(small)
@@ -419,7 +428,7 @@ class _Analysis:
             if self._detaches(item):
                 continue
             backward = [g for g in _graph_vars(item) if self.state.get(g) != _DETACHED and (
-                g in roots and self.bound_at.get(g, -1) <= self.backward_at.get(g, -1)
+                g in roots and self.bound_at.get(g, -1) <= self._backpropagated_before(g)
                 or (g in feeds and self.state.get(g) == _LOSS))]
             carried = self._carries(item)
             if backward:  # its graph was consumed by the backward pass of this loop
