@@ -41,14 +41,14 @@ class MissingZeroGrad(Rule):
 
     Gradient accumulation (clearing only every `k` batches, inside the loop),
     an LBFGS closure that clears, a closure handed to another optimizer
-    (which evaluates it once, after the loop's own clearing), distributed autograd (gradients live in a
-    per-iteration context) and an optimizer built anew in every iteration
-    are not flagged. In nested loops the rule reports the innermost loop
-    that both backpropagates and steps. A call of a helper defined in the
-    same file that runs the backward pass or the step on every call counts
-    as one, and a step function handed to a training engine that runs it
-    once per iteration (pytorch-ignite's `Engine(update)`) is checked like a
-    loop body.
+    (which evaluates it once, after the loop's own clearing), distributed
+    autograd (gradients live in a per-iteration context) and an optimizer
+    built anew in every iteration are not flagged. In nested loops the rule
+    reports the innermost loop that both backpropagates and steps. A call of
+    a helper defined in the same file that runs the backward pass or the
+    step on every call counts as one, and a step function handed to a
+    training engine that runs it once per iteration (pytorch-ignite's
+    `Engine(update)`) is checked like a loop body.
 
     ## Example
     ```python

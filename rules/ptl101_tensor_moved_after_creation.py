@@ -118,7 +118,8 @@ class TensorMovedAfterCreation(Rule):
       (`torch.exp(t)`, `t.sin()`, `.sqrt()`, `.log()`, ...) or arithmetic
       with a number, a name or a `math` call (`+`, `-`, `*`, `/`, `//`, `%`),
       or a `Variable(...)` wrapper without `requires_grad=` but `False` (the
-      tensor itself since torch 0.4; `volatile=` does nothing) sits between the factory and the move: `torch.zeros(n).long().to(device)`,
+      tensor itself since torch 0.4; `volatile=` does nothing) sits between
+      the factory and the move: `torch.zeros(n).long().to(device)`,
       `(torch.ones(n) * -1).to(device)`,
       `torch.exp(-math.log(p) * torch.arange(h) / h).to(t.device)`;
     - a legacy constructor with literal sizes, or `range(...)` data

@@ -81,8 +81,9 @@ class HostSyncInTrainingLoop(Rule):
     """
     ## What it does
     Flags `.item()`, `.cpu()`, `.to("cpu")`, `.numpy()` and `.tolist()`
-    applied, on every step, to the loss or to values computed from the model's outputs inside a
-    training loop (a loop that calls `.backward()` and an optimizer step), and
+    applied, on every step, to the loss or to values computed from the
+    model's outputs inside a training loop (a loop that calls `.backward()`
+    and an optimizer step), and
     `print(loss)`, `float(loss)`, `int(loss)`, `bool(loss)`, `str(loss)` and
     formatting of the loss itself (the tensor `.backward()` is called on, or
     that apex scales in `with amp.scale_loss(loss, opt) as s: s.backward()`:

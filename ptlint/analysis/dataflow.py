@@ -288,7 +288,8 @@ def _reads(node: cst.CSTNode | None, resolve: Resolve | None,
     def call(node: cst.Call) -> None:
         func = node.func
         if stop:
-            if sync_method(node) or type(func) is cst.Attribute and func.attr.value in _META_METHODS:
+            if sync_method(node) or (type(func) is cst.Attribute
+                                     and func.attr.value in _META_METHODS):
                 return
             if resolve is not None and resolve(func) in PY_CONVERSIONS:
                 return
