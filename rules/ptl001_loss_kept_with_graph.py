@@ -227,6 +227,9 @@ class _Analysis:
         self.optimizing: set[int] = set()  # and those an optimizer step runs in directly
         all_roots: set[str] = set()
         self.steps_once = False  # an optimizer step outside the function's loops
+        self.backward_at: dict[str, list[int]] = {}  # name -> events that backpropagate it
+        smalls = {id(node): i for i, (kind, node, _) in enumerate(self.function.events)
+                  if kind == "small"}
         for site in self.function.all_sites():
             if self.model.is_mark(site, STEP):
                 if site.ctx.loop is None:
@@ -237,6 +240,13 @@ class _Analysis:
             if found is None:
                 continue
             all_roots |= found[0]
+            line = site.line
+            if type(line) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
+                for small in line.body:  # the small statement of its line that holds it
+                    if id(small) in smalls and (len(line.body) == 1 or any(
+                            call is site.node for call in calls_in(small))):
+                        for name in found[0]:
+                            self.backward_at.setdefault(name, []).append(smalls[id(small)])
             if site.ctx.loop is not None:
                 self.stepping.add(id(site.ctx.loop.node))
             for loop in site.ctx.loop.outward() if site.ctx.loop is not None else ():
@@ -294,21 +304,9 @@ class _Analysis:
         nograd = [self.function.ctx.grad == OFF]
         self.resets: dict[int, set[str]] = {}  # id(loop) -> names bound afresh in each iteration
         self.fresh: set[str] = set()  # names bound outside any loop, once per call
-        # the event that last bound each name, and the last that backpropagated through it:
-        # a name bound after its backward pass holds some other value
+        # the event that last bound each name: one bound after its backward pass (see
+        # `backward_at`) holds some other value
         self.bound_at: dict[str, int] = {}
-        self.backward_at: dict[str, list[int]] = {}  # name -> events that backpropagate it
-        smalls = {id(node): i for i, (kind, node, _) in enumerate(self.function.events)
-                  if kind == "small"}
-        for site in self.function.all_sites():
-            found = self._backward_roots(site.node) if site.kind in (BACKWARD, BACKPROP) else None
-            line = site.line if found is not None else None
-            if type(line) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
-                for small in line.body:  # the small statement of its line that holds it
-                    if id(small) in smalls and (len(line.body) == 1 or any(
-                            call is site.node for call in calls_in(small))):
-                        for name in found[0]:
-                            self.backward_at.setdefault(name, []).append(smalls[id(small)])
         for self.at, (kind, node, loops) in enumerate(self.function.events):
             if kind == "with":
                 nograd.append(self.model.context(node).grad == OFF)

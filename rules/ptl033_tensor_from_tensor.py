@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ptlint.analysis.names import parameter_names
 from ptlint.fixers.arguments import keyword
 from ptlint.fixers.expressions import call_method
 from ptlint.model import Safety
@@ -40,11 +41,6 @@ def _names(target: cst.BaseExpression) -> set[str]:
     if isinstance(target, cst.StarredElement):
         return _names(target.value)
     return {target.value} if isinstance(target, cst.Name) else set()
-
-
-def _parameters(params: cst.Parameters) -> list[str]:
-    return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params,
-                                   params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
 
 
 def _calls(node: cst.CSTNode) -> list[cst.Call]:
@@ -118,13 +114,13 @@ class TensorFromTensor(Rule):
         # parameters are unknown: an annotation `x: torch.Tensor` is not proof
         # (callers pass lists from configs), and the fix would then break; a
         # parameter hides a tensor of the same name outside
-        self.scopes.append(dict.fromkeys(_parameters(node.params), False))
+        self.scopes.append(dict.fromkeys(parameter_names(node.params), False))
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.scopes.pop()
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
-        self.scopes.append(dict.fromkeys(_parameters(node.params), False))
+        self.scopes.append(dict.fromkeys(parameter_names(node.params), False))
 
     def leave_Lambda(self, node: cst.Lambda) -> None:
         self.scopes.pop()

@@ -419,10 +419,7 @@ class _Taint:
         calls a helper of the file that trains and then reads a value on the host
         (`_ends_synced`), with nothing between that backpropagates or steps: once
         it returns, nothing is queued."""
-        model = self.hot.function.model
-        trains = model.helpers(BACKWARD) | model.helpers(STEP)
-        work = {id(site.node) for loop in self.hot.walk() for site in loop.sites
-                if site.kind == BACKWARD or model.is_mark(site, STEP)}
+        model, trains, work = self.hot.function.model, self._trainers, self._work
         path = model.path(node, self.hot.node)
         for block, inner in zip(path, path[1:]):
             if type(block) is not cst.IndentedBlock:
@@ -435,17 +432,28 @@ class _Taint:
                 if type(getattr(small, "value", None)) is cst.Call and \
                         self._ends_synced(small.value):
                     return True
-                if any(id(n) in work or type(n) is cst.Call and last_name(n.func) in trains
-                       for n in inside):
+                if _trains(inside, work, trains):
                     return False
         return False
+
+    @cached_property
+    def _trainers(self) -> set[str]:
+        """The functions of the file that backpropagate or step."""
+        model = self.hot.function.model
+        return model.helpers(BACKWARD) | model.helpers(STEP)
+
+    @cached_property
+    def _work(self) -> set[int]:
+        """The backward passes and optimizer steps of the hot loop, by id."""
+        model = self.hot.function.model
+        return {id(site.node) for loop in self.hot.walk() for site in loop.sites
+                if site.kind == BACKWARD or model.is_mark(site, STEP)}
 
     def _ends_synced(self, call: cst.Call) -> bool:
         """Whether `call` runs a function of the file (each of its definitions) that
         backpropagates or steps and then, in a statement of its body that runs
         whatever happened before, reads a value on the host (`p.cpu().numpy()`)."""
-        model = self.hot.function.model
-        trains = model.helpers(BACKWARD) | model.helpers(STEP)
+        model, trains = self.hot.function.model, self._trainers
         if last_name(call.func) not in trains:
             return False
         defs = model.defs_named(call.func, self.hot.function)
@@ -458,8 +466,7 @@ class _Taint:
             synced = trained = False
             for statement in function.node.body.body:
                 inside = list(descendants(statement))
-                if any(id(n) in work or type(n) is cst.Call and last_name(n.func) in trains
-                       for n in inside):
+                if _trains(inside, work, trains):
                     synced, trained = False, True
                 elif trained and type(statement) is cst.SimpleStatementLine and any(
                         type(n) is cst.Call and sync_method(n) for n in inside):
@@ -556,6 +563,13 @@ class _Taint:
                         and bound is not None and key_of(bound.name) in names:
                     found |= self.seen({key_of(call.args[0].value)} - {None}, self.where(node))
         return found
+
+
+def _trains(nodes: list[cst.CSTNode], work: set[int], trainers: set[str]) -> bool:
+    """Whether `nodes` hold a backward pass or step (`work`, by id) or a call of a
+    helper of the file that runs one."""
+    return any(id(n) in work or type(n) is cst.Call and last_name(n.func) in trainers
+               for n in nodes)
 
 
 def _read_by_the_test(site, hot: Loop, keys: set[str]) -> bool:

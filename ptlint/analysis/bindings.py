@@ -16,6 +16,7 @@ import libcst as cst
 
 from ptlint.analysis import training as t
 from ptlint.analysis.dataflow import bound, last_name, var
+from ptlint.analysis.names import parameter_names
 
 if TYPE_CHECKING:
     from ptlint.analysis.semantic import Function
@@ -63,11 +64,8 @@ class Bindings:
     def _read(self, fn: "Function") -> None:
         local = self.local[fn] = {}
         if type(fn.node) is cst.FunctionDef:
-            params = fn.node.params
-            for param in (*params.posonly_params, *params.params, *params.kwonly_params,
-                          params.star_arg, params.star_kwarg):
-                if isinstance(param, cst.Param):
-                    local[param.name.value] = {None}
+            for name in parameter_names(fn.node.params):
+                local[name] = {None}
         for event, node, _ in fn.events:
             if event == "small" and type(node) in (cst.Assign, cst.AnnAssign) and node.value:
                 targets = [x.target for x in node.targets] if type(node) is cst.Assign \

@@ -52,6 +52,15 @@ def is_named(node: cst.CSTNode | None, *names: str) -> bool:
     return type(node) is cst.Name and node.value in names
 
 
+def parameter_names(params: cst.Parameters) -> Iterator[str]:
+    """The names a function's (or a lambda's) parameters bind, `*args` and
+    `**kwargs` included."""
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params,
+                  params.star_arg, params.star_kwarg):
+        if isinstance(param, cst.Param):
+            yield param.name.value
+
+
 def target_names(target: cst.BaseExpression) -> Iterator[str]:
     if isinstance(target, cst.Name):
         yield target.value
@@ -190,11 +199,8 @@ class NameResolver(Visitor):
         self.scopes.append(Scope(self.scopes[-1], is_class))
 
     def _bind_params(self, params: cst.Parameters) -> None:
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            self.bind(param.name.value)
-        for star in (params.star_arg, params.star_kwarg):
-            if isinstance(star, cst.Param):
-                self.bind(star.name.value)
+        for name in parameter_names(params):
+            self.bind(name)
 
     # -- entry hooks (run before every rule) ---------------------------
     def visit_Module(self, node: cst.Module) -> None:

@@ -21,7 +21,7 @@ from typing import Iterable, Iterator
 
 import libcst as cst
 
-from ptlint.analysis.names import dotted, target_names
+from ptlint.analysis.names import dotted, parameter_names, target_names
 from ptlint.analysis.walk import children
 
 # -- comments ------------------------------------------------------------------------
@@ -95,13 +95,6 @@ def _same_import(node: cst.CSTNode | None, statement: str) -> bool:
     return False
 
 
-def _params(params: cst.Parameters) -> Iterator[str]:
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params,
-                  params.star_arg, params.star_kwarg):
-        if isinstance(param, cst.Param):
-            yield param.name.value
-
-
 def _bindings(node: cst.CSTNode) -> Iterator[tuple[str, cst.CSTNode | None]]:
     """(name, import statement or None) for each name `node` binds in the scope it
     is in. `global`/`nonlocal` count as bindings: the name is not free there."""
@@ -173,7 +166,7 @@ class Scopes:
             if scope is not None:
                 chain = (*chain, (id(node), scope))
                 if type(node) is cst.FunctionDef or type(node) is cst.Lambda:
-                    for name in _params(node.params):
+                    for name in parameter_names(node.params):
                         if name in names:
                             bound.setdefault((id(node), name), []).append(None)
             stack.extend((child, chain) for child in children(node))
