@@ -214,6 +214,11 @@ def classify(call: cst.Call, resolve: Resolve) -> Op | None:
         return Op(call, "elementwise", function=bool(call.args))  # `t.exp()`, `torch.exp(t)`
     if method in CASTS and not call.args:
         return Op(call, "cast", cst.parse_expression(f"torch.{CASTS[method]}"), spelled=True)
+    if method == "type_as" and len(call.args) == 1 and call.args[0].keyword is None:
+        # `.type_as(t)` also moves to `t`'s device: before a move, it is `.to(t.dtype)`
+        dtype = cst.Attribute(call.args[0].value, cst.Name("dtype"))
+        return Op(call.with_changes(func=func.with_changes(attr=cst.Name("to")),
+                                    args=[call.args[0].with_changes(value=dtype)]), "cast", dtype)
     if method in ("to", "type") and len(call.args) == 1:
         arg = call.args[0]
         if (arg.keyword is None or arg.keyword.value == "dtype") and (is_dtype(

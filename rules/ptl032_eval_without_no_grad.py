@@ -18,9 +18,10 @@ _WANTS_GRAD = ("torch.enable_grad", "torch.autograd.grad", "torch.autograd.backw
 class EvalWithoutNoGrad(Rule):
     """
     ## What it does
-    Flags a model called inside a loop after `model.eval()`, in the same
-    function, outside `torch.no_grad()` / `torch.inference_mode()`: an
-    evaluation loop that builds autograd graphs it never uses.
+    Flags a model called inside a loop after `model.eval()` (or `model =
+    Net().eval()`), in the same function, outside `torch.no_grad()` /
+    `torch.inference_mode()`: an evaluation loop that builds autograd graphs
+    it never uses.
 
     To stay precise it is silent when, between the `.eval()` and the call,
     `model.train()` is called; when the function is decorated with
@@ -102,12 +103,19 @@ class EvalWithoutNoGrad(Rule):
         self.with_items: set[int] = set()
         self.global_off = False
         self.fid_inception = False  # the file builds pytorch-fid's frozen InceptionV3
+        self.bound: dict[int, str] = {}  # `m = Net().eval()`: id() of the chain's calls -> `m`
 
     def visit_With(self, node: cst.With) -> None:
         self.with_items.update(id(item.item) for item in node.items)
         self.events.append((self.model.site(node), "with", None))  # `enable_grad()`?
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        target = dotted(node.targets[0].target) if len(node.targets) == 1 else None
+        value = node.value
+        while target is not None and isinstance(value, cst.Call) and \
+                isinstance(value.func, cst.Attribute):
+            self.bound[id(value)] = target  # `model = Generator().eval().cuda()`
+            value = value.func.value
         if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
                for t in node.targets):
             self.events.append((self.model.site(node), "grad", None))
@@ -133,9 +141,11 @@ class EvalWithoutNoGrad(Rule):
                     root = func.value
                     while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute):
                         root = root.func.value
-                    if dotted(root) is not None:
-                        self.events.append((self.model.site(node), "frozen", dotted(root)))
-            elif receiver is not None and method in ("eval", "train"):
+                    frozen = self.bound.get(id(node)) or dotted(root)
+                    if frozen is not None:
+                        self.events.append((self.model.site(node), "frozen", frozen))
+            elif method in ("eval", "train") and (receiver or self.bound.get(id(node))):
+                receiver = receiver or self.bound[id(node)]
                 off = method == "eval" or (node.args and is_named(node.args[0].value, "False"))
                 kind, model = ("eval" if off else "train"), receiver  # `model.train(False)`
         if kind != "call" or (model is not None and qualified is None):

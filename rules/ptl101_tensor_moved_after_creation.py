@@ -64,6 +64,9 @@ class _Scope:
     bindings: dict[str, list[bool]] = field(default_factory=dict)
     escaped: set[str] = field(default_factory=set)  # `global x` somewhere: bound elsewhere too
     cpu: set[str] = field(default_factory=set)  # names bound to the CPU device (`"cpu"`)
+    batches: dict[str, frozenset[str]] = field(default_factory=dict)  # `for x, y in ...`: x -> {y}
+    casts: dict[str, int] = field(default_factory=dict)  # `x = x.float()`: how many times
+    moved: set[str] = field(default_factory=set)  # `x = x.to(device)`
 
     def bind(self, name: str, on_cpu: bool = False, cpu: bool = False) -> None:
         self.bindings.setdefault(name, []).append(on_cpu)
@@ -84,6 +87,19 @@ class _Scope:
         found = self._once(name)
         return found is not None and found[1] == [True]
 
+    def host_batch(self, name: str) -> bool:
+        """Whether `name`, read here, is an item of a loop's batch (`for x, y in
+        loader`) that is only ever cast (`y = y.float()`), never moved, while
+        another item of the same batch is moved (`x = x.to(device)`): the loader
+        yields host tensors, and `y.device` is the CPU."""
+        found = self._once(name)
+        if found is None:
+            return False
+        scope, bindings = found
+        return (name in scope.batches and name not in scope.moved
+                and len(bindings) == 1 + scope.casts.get(name, 0)
+                and bool(scope.batches[name] & scope.moved))
+
     def cpu_device(self, name: str) -> bool:
         """Whether `name`, read here, is bound exactly once, to the CPU device
         (`device = torch.device("cpu")`): a move there is no move."""
@@ -100,6 +116,7 @@ class _Finding:
     scope: _Scope | None = None
     message: str | None = None
     imports: tuple[str, ...] = ()
+    host: str | None = None  # the `y` of a move to `y.device`, when a name
 
 
 class TensorMovedAfterCreation(Rule):
@@ -111,7 +128,7 @@ class TensorMovedAfterCreation(Rule):
     - a factory (`torch.zeros`, `torch.rand`, `torch.arange`,
       `torch.full`, the window functions, ...), also when a dtype cast
       (`.long()`, `.half()`, `.to(torch.float16)`, `.to(x.dtype)`,
-      `.type(torch.LongTensor)`),
+      `.type(torch.LongTensor)`, `.type_as(t)`),
       a view (`.unsqueeze(0)`, `.view(...)`, `.t()`, new axes by indexing
       with only `None`, `:` and `...`: `[None, :, :]`), `.repeat(...)`, an
       in-place fill (`.fill_(v)`, `.uniform_()`), element-wise math
@@ -149,15 +166,17 @@ class TensorMovedAfterCreation(Rule):
     A device is a string such as `"cuda"`, `"cuda:1"` or `"mps"` (also an
     f-string starting with one), `torch.device(...)`, `x.device`, a name or
     attribute named like a device (`device`, `DEVICE`, `dev`, `self.device`,
-    `self._device`, `*_device`), an item of that name (`config["device"]`), `self.device()` or
-    `model._device()`, or a call of a function named for returning one
-    (`get_device()`, `utils.get_default_device()`). A move to
-    the CPU (`.to("cpu")`,
-    `.to(torch.device("cpu"))`, `.to(device)` where the function binds `device`
-    once, to one of those) is not a move: the tensor is already there
-    and `.to()` returns it. `.to(torch.float16)` and `.half()` are not device
-    moves. `.to(other_tensor)` moves to the other tensor's device and dtype,
-    but which device that is the rule cannot tell: not flagged.
+    `self._device`, `*_device`), an item of that name (`config["device"]`),
+    `self.device()` or `model._device()`, or a call of a function named for
+    returning one (`get_device()`, `utils.get_default_device()`). A move to the
+    CPU (`.to("cpu")`, `.to(torch.device("cpu"))`, `.to(device)` where the
+    function binds `device` once, to one of those) is not a move: the tensor is
+    already there and `.to()` returns it. Nor is `.to(y.device)` where `y` is an
+    item of a loop's batch (`for x, y in loader`) that the function only casts
+    while it moves another item of the same batch: the loader yields host
+    tensors. `.to(torch.float16)` and `.half()` are not device moves.
+    `.to(other_tensor)` moves to the other tensor's device and dtype, but which
+    device that is the rule cannot tell: not flagged.
 
     Not flagged: a tensor made from data (`torch.tensor(data)`,
     `torch.as_tensor(a)`, `t.new_tensor(data)`, a legacy constructor given
@@ -202,7 +221,8 @@ class TensorMovedAfterCreation(Rule):
     for a tensor created in place. Steps between the factory and the move
     stay where they were, now on the device (`torch.arange(n).float().cuda()`
     becomes `torch.arange(n, device="cuda").float()`; `.type(torch.FloatTensor)`,
-    which would move back to the CPU, becomes `.to(torch.float32)`), with two folds:
+    which would move back to the CPU, becomes `.to(torch.float32)`, and
+    `.type_as(t)`, which would move to `t`'s device, `.to(t.dtype)`), with two folds:
 
     - a dtype (from casts, or from `.to(device, dtype)`) goes into the
       factory as `dtype=` for `zeros`, `ones`, `empty`, `eye`, their
@@ -336,6 +356,12 @@ class TensorMovedAfterCreation(Rule):
             return
         for target in node.targets:
             self._bind_target(target.target, on_cpu)
+        if single and isinstance(node.targets[0].target, cst.Name):
+            name = node.targets[0].target.value
+            if _moved(node.targets[0].target, node.value):
+                self.scope.moved.add(name)
+            elif _cast_of(name, node.value):
+                self.scope.casts[name] = self.scope.casts.get(name, 0) + 1
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._bind_target(node.target)
@@ -348,6 +374,10 @@ class TensorMovedAfterCreation(Rule):
 
     def visit_For(self, node: cst.For) -> None:
         self._bind_target(node.target)
+        names = {n.value for n in descendants(node.target) if type(n) is cst.Name}
+        if len(names) > 1:
+            for name in names:
+                self.scope.batches[name] = frozenset(names - {name})
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
         self._bind_target(node.target)
@@ -454,11 +484,11 @@ class TensorMovedAfterCreation(Rule):
         for statement, moves in zip(body, all_moves):
             if moves:
                 for name, move in moves:
-                    if created.pop(name, None) is not None and self._move(
-                            move, move.func.attr.value == "cuda") is not None:
+                    target = self._move(move, move.func.attr.value == "cuda")
+                    if created.pop(name, None) is not None and target is not None:
                         self.findings.append(_Finding(move, None, Safety.SAFE, message=(
                             "Tensor created on the CPU just before, then moved; create it "
-                            "with `device=` instead")))
+                            "with `device=` instead"), scope=self.scope, host=_host(target[0])))
                 moving = True
                 continue
             if moving:  # a new run of creations starts after the moves
@@ -527,7 +557,7 @@ class TensorMovedAfterCreation(Rule):
                     replacement = replacement.with_changes(lpar=node.lpar, rpar=node.rpar)
                 imports = ("import torch",) if spelled else ()
         self.findings.append(_Finding(node, replacement, safety, source_name, self.scope,
-                                      imports=imports))
+                                      imports=imports, host=_host(device)))
 
     def _written_in_place(self, move: cst.Call) -> bool:
         """Whether the name the moved tensor is assigned to (`self.context`) is written
@@ -547,6 +577,8 @@ class TensorMovedAfterCreation(Rule):
         for found in self.findings:
             if found.source is not None and not (found.scope and found.scope.on_cpu(found.source)):
                 continue
+            if found.host is not None and found.scope and found.scope.host_batch(found.host):
+                continue  # `.to(y.device)` where `y` is a batch the loop keeps on the host
             if found.replacement is None:
                 self.report(found.node, message=found.message)
             else:
@@ -646,6 +678,23 @@ def _move_of(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
         return []
     moves = [_moved(name, value) for name, value in assigned_pairs(*assigned)]
     return moves if all(moves) else []  # type: ignore[return-value]
+
+
+def _host(device: cst.BaseExpression) -> str | None:
+    """`y` of the device `y.device`."""
+    if type(device) is cst.Attribute and device.attr.value == "device" \
+            and type(device.value) is cst.Name:
+        return device.value.value
+    return None
+
+
+def _cast_of(name: str, value: cst.BaseExpression) -> bool:
+    """`x.float()`, `x.long().view(n)`: casts and views of the name `x`."""
+    steps = 0
+    while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+           and (value.func.attr.value in CASTS or value.func.attr.value in VIEWS)):
+        value, steps = value.func.value, steps + 1
+    return steps > 0 and type(value) is cst.Name and value.value == name
 
 
 def _moved(target: cst.BaseExpression, value: cst.BaseExpression) -> tuple[str, cst.Call] | None:

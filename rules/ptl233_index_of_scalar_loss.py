@@ -23,7 +23,9 @@ class IndexOfScalarLoss(Rule):
     the function and backpropagated there without a gradient argument
     (`loss, prec = self._forward(x, y)`, then `loss.backward()`, which needs a
     one-element tensor: 0-dim, from any loss of today, and `.item()` reads
-    either); also a loss function's call indexed in place
+    either), or a term of such a value bound once (`penalty` of `d_loss =
+    d_fake - d_real + 10 * penalty`: broadcasting never shrinks a tensor, so
+    each term has one element too); also a loss function's call indexed in place
     (`F.nll_loss(out, y).data[0]`), and so a reduction over every element
     (`gamma.mean().data[0]`, `torch.sum(x).data[0]`: no `dim`, a 0-dim tensor,
     or a NumPy scalar, which `.data[0]` cannot index either). A name with any other binding in the
@@ -120,14 +122,40 @@ _REDUCTIONS = frozenset({"mean", "sum", "prod", "norm", "max", "min", "std", "va
 def _backpropagated(key: str | None, function) -> bool:
     """`key.backward()` without a gradient in the function, which binds `key` once:
     a backward that needs no gradient is taken of a one-element tensor
-    (`loss, prec = self._forward(x, y)` ... `loss.backward()`)."""
-    if key is None or sum(key in bound_in([event]) for event in function.events) != 1:
+    (`loss, prec = self._forward(x, y)` ... `loss.backward()`); or `key` is a term
+    of such a value (`d_loss = d_fake - d_real + penalty`: broadcasting never
+    shrinks, so every term of a one-element result has one element)."""
+    if key is None or _bindings(key, function) != 1:
         return False
-    return any(site.kind == BACKWARD and type(site.node.func) is cst.Attribute
-               and site.node.func.attr.value == "backward" and var(site.node.func.value) == key
-               and not any(a.keyword is None or a.keyword.value == "gradient"
-                           for a in site.node.args)
-               for site in function.all_sites())
+    backpropagated = {var(site.node.func.value) for site in function.all_sites()
+                      if site.kind == BACKWARD and type(site.node.func) is cst.Attribute
+                      and site.node.func.attr.value == "backward"
+                      and not any(a.keyword is None or a.keyword.value == "gradient"
+                                  for a in site.node.args)}
+    if key in backpropagated:
+        return True
+    return any(key in _terms(event[1].value) for event in function.events
+               if event[0] == "small" and type(event[1]) is cst.Assign
+               and len(event[1].targets) == 1 and var(event[1].targets[0].target) in backpropagated
+               and _bindings(var(event[1].targets[0].target), function) == 1)
+
+
+def _bindings(key: str, function) -> int:
+    return sum(key in bound_in([event]) for event in function.events)
+
+
+_TERMS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+
+
+def _terms(value: cst.BaseExpression) -> set[str]:
+    """The variables added, subtracted, multiplied or divided in `value`: `a`, `b`
+    and `self.c` of `a - 2 * b + self.c`."""
+    if type(value) is cst.BinaryOperation and isinstance(value.operator, _TERMS):
+        return _terms(value.left) | _terms(value.right)
+    if type(value) is cst.UnaryOperation:
+        return _terms(value.expression)
+    name = var(value) if type(value) in (cst.Name, cst.Attribute) else None
+    return {name} if name else set()
 
 
 def _sequence_checked(path: list[cst.CSTNode], value: cst.BaseExpression) -> bool:
