@@ -64,7 +64,9 @@ class ParameterDataWrite(Rule):
     also on a slice: `w.data[:, :k].normal_(1, 0.02)`),
     item assignment (`p.data[0] = 1`), `nn.init.*_(p.data)` (not the
     helpers that only read it, such as `_calculate_fan_in_and_fan_out`), augmented
-    assignment (`p.data -= lr * p.grad`) and rebinding (`p.data = x`).
+    assignment (`p.data -= lr * p.grad`) and rebinding (`p.data = x`);
+    `p.data = nn.init.normal_(p.data)` is one finding, fixed as
+    `nn.init.normal_(p)`.
 
     A parameter is an attribute named `weight` or `bias` (not of a
     `FrozenBatchNorm2d(...)` made in the same function, whose `weight` and
@@ -296,7 +298,8 @@ class ParameterDataWrite(Rule):
                     self.report(node, edits=[(data, self._replacement(data))])
                 return
         qualified = self.qualified_name(node.func) or ""
-        if qualified.startswith("torch.nn.init.") and _initialises(qualified) and node.args:
+        if qualified.startswith("torch.nn.init.") and _initialises(qualified) and node.args \
+                and id(node) not in self.reported:
             data = self._data_of_parameter(node.args[0].value)
             if data is not None:
                 self.report(node, edits=[(data, data.value)])
@@ -327,8 +330,28 @@ class ParameterDataWrite(Rule):
                     target.target.value)
         if _converts(node.value):
             return  # `p.data = p.data.to(torch.float32)`: no in-place alternative
+        if self._initialised_in_place(node):
+            return
         for target in node.targets:
             self._target(target.target, augmented=False)
+
+    def _initialised_in_place(self, node: cst.Assign) -> bool:
+        """`p.data = init.normal_(p.data, ...)`: the initialiser fills `p.data` in place
+        and the assignment puts it back; one finding, fixed as `init.normal_(p, ...)`."""
+        call, target = node.value, node.targets[0].target
+        if len(node.targets) != 1 or type(call) is not cst.Call or not call.args:
+            return False
+        data = self._data_of_parameter(target)
+        qualified = self.qualified_name(call.func) or ""
+        if data is None or not (qualified.startswith("torch.nn.init.") and _initialises(
+                qualified) and call.args[0].keyword is None and call.args[0].value.deep_equals(
+                    target)):
+            return False
+        self.reported.add(id(call))
+        first, *rest = call.args
+        fixed = call.with_changes(args=[first.with_changes(value=data.value), *rest])
+        self.report(node, edits=[(node, cst.Expr(fixed))])
+        return True
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._target(node.target, augmented=True)
