@@ -52,6 +52,8 @@ _OLD_INITIALISERS = frozenset({"uniform", "normal", "constant", "xavier_uniform"
 def _initialises(qualified: str) -> bool:
     """An `nn.init` function that fills its tensor in place (`normal_`, the old
     `normal`), not one that only reads it (`_calculate_fan_in_and_fan_out`)."""
+    if not qualified.startswith("torch.nn.init."):
+        return False
     name = qualified.rsplit(".", 1)[1]
     return name.endswith("_") or name in _OLD_INITIALISERS
 
@@ -298,8 +300,7 @@ class ParameterDataWrite(Rule):
                     self.report(node, edits=[(data, self._replacement(data))])
                 return
         qualified = self.qualified_name(node.func) or ""
-        if qualified.startswith("torch.nn.init.") and _initialises(qualified) and node.args \
-                and id(node) not in self.reported:
+        if _initialises(qualified) and node.args and id(node) not in self.reported:
             data = self._data_of_parameter(node.args[0].value)
             if data is not None:
                 self.report(node, edits=[(data, data.value)])
@@ -343,9 +344,8 @@ class ParameterDataWrite(Rule):
             return False
         data = self._data_of_parameter(target)
         qualified = self.qualified_name(call.func) or ""
-        if data is None or not (qualified.startswith("torch.nn.init.") and _initialises(
-                qualified) and call.args[0].keyword is None and call.args[0].value.deep_equals(
-                    target)):
+        if data is None or not (_initialises(qualified) and call.args[0].keyword is None
+                                and call.args[0].value.deep_equals(target)):
             return False
         self.reported.add(id(call))
         first, *rest = call.args

@@ -484,8 +484,10 @@ class TensorMovedAfterCreation(Rule):
         for statement, moves in zip(body, all_moves):
             if moves:
                 for name, move in moves:
+                    if created.pop(name, None) is None:
+                        continue
                     target = self._move(move, move.func.attr.value == "cuda")
-                    if created.pop(name, None) is not None and target is not None:
+                    if target is not None:
                         self.findings.append(_Finding(move, None, Safety.SAFE, message=(
                             "Tensor created on the CPU just before, then moved; create it "
                             "with `device=` instead"), scope=self.scope, host=_host(target[0])))
@@ -688,13 +690,23 @@ def _host(device: cst.BaseExpression) -> str | None:
     return None
 
 
+def _cast_or_view(node: cst.BaseExpression) -> bool:
+    """`t.float()`, `t.view(n)`: a method call that casts or views its receiver."""
+    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            and (node.func.attr.value in CASTS or node.func.attr.value in VIEWS))
+
+
+def _under_casts(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`x` of `x.long().view(n)`: the receiver under casts and views."""
+    while _cast_or_view(node):
+        node = node.func.value
+    return node
+
+
 def _cast_of(name: str, value: cst.BaseExpression) -> bool:
     """`x.float()`, `x.long().view(n)`: casts and views of the name `x`."""
-    steps = 0
-    while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-           and (value.func.attr.value in CASTS or value.func.attr.value in VIEWS)):
-        value, steps = value.func.value, steps + 1
-    return steps > 0 and type(value) is cst.Name and value.value == name
+    under = _under_casts(value)
+    return under is not value and type(under) is cst.Name and under.value == name
 
 
 def _moved(target: cst.BaseExpression, value: cst.BaseExpression) -> tuple[str, cst.Call] | None:
@@ -706,17 +718,12 @@ def _moved(target: cst.BaseExpression, value: cst.BaseExpression) -> tuple[str, 
         if kept.count(True) != 1:
             return None
         value = value.orelse if kept[0] else value.body
-    while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-           and (value.func.attr.value in CASTS or value.func.attr.value in VIEWS)
-           and isinstance(value.func.value, cst.Call)):
+    while _cast_or_view(value) and isinstance(value.func.value, cst.Call):
         value = value.func.value
     if not (isinstance(target, cst.Name) and isinstance(value, cst.Call)
             and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("cuda", "to")):
         return None
-    moved = value.func.value
-    while (isinstance(moved, cst.Call) and isinstance(moved.func, cst.Attribute)
-           and (moved.func.attr.value in CASTS or moved.func.attr.value in VIEWS)):
-        moved = moved.func.value
+    moved = _under_casts(value.func.value)
     return (target.value, value) if isinstance(moved, cst.Name) and moved.value == target.value \
         else None
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ptlint.analysis.bindings import SUMS
 from ptlint.analysis.dataflow import bound_in, last_name, var
 from ptlint.analysis.semantic import BACKWARD
 from ptlint.analysis.training import LOSS
@@ -134,23 +135,23 @@ def _backpropagated(key: str | None, function) -> bool:
                                   for a in site.node.args)}
     if key in backpropagated:
         return True
-    return any(key in _terms(event[1].value) for event in function.events
-               if event[0] == "small" and type(event[1]) is cst.Assign
-               and len(event[1].targets) == 1 and var(event[1].targets[0].target) in backpropagated
-               and _bindings(var(event[1].targets[0].target), function) == 1)
+    for kind, node, _ in function.events:  # `d_loss = d_fake - d_real + key`, bound once
+        if kind == "small" and type(node) is cst.Assign and len(node.targets) == 1:
+            total = var(node.targets[0].target)
+            if total in backpropagated and key in _terms(node.value) and \
+                    _bindings(total, function) == 1:
+                return True
+    return False
 
 
 def _bindings(key: str, function) -> int:
     return sum(key in bound_in([event]) for event in function.events)
 
 
-_TERMS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
-
-
 def _terms(value: cst.BaseExpression) -> set[str]:
     """The variables added, subtracted, multiplied or divided in `value`: `a`, `b`
     and `self.c` of `a - 2 * b + self.c`."""
-    if type(value) is cst.BinaryOperation and isinstance(value.operator, _TERMS):
+    if type(value) is cst.BinaryOperation and type(value.operator) in SUMS:
         return _terms(value.left) | _terms(value.right)
     if type(value) is cst.UnaryOperation:
         return _terms(value.expression)

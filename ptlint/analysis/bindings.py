@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from ptlint.analysis.semantic import Function
 
 
-_SUMS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+# arithmetic that keeps a loss a loss, and whose result has no fewer elements than a term
+SUMS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
 
 
 class Bindings:
@@ -102,7 +103,7 @@ class Bindings:
             kind = next(iter(found)) if found and len(found) == 1 else None
         elif kind is None and type(value) is cst.Call and self._calls_loss(value):
             kind = t.LOSS
-        elif kind is None and type(value) is cst.BinaryOperation and type(value.operator) in _SUMS:
+        elif kind is None and type(value) is cst.BinaryOperation and type(value.operator) in SUMS:
             # `d_loss = d_loss_real + d_loss_fake`, `loss = a + 0.1 * b`: losses summed
             sides = [side for side in (value.left, value.right)
                      if type(side) not in (cst.Integer, cst.Float)]
