@@ -4,6 +4,7 @@ from __future__ import annotations
 import libcst as cst
 from packaging.version import Version
 
+from ptlint.analysis.walk import descendants
 from ptlint.fixers.arguments import argument, keyword, with_keyword
 from ptlint.model import Safety
 from ptlint.rule import Rule
@@ -69,7 +70,10 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
     with `torch.serialization.add_safe_globals`, or pass
     `weights_only=False` for files you trust). An explicit
     `weights_only=False` and a `pickle_module=` are deliberate choices and
-    are reported without a fix.
+    are reported without a fix, and so is a `torch.load` inside a call that
+    is itself given `weights_only=` (`model.load_state_dict(torch.load(p),
+    weights_only=False)`: the keyword is on the wrong call, and the fix
+    would write the opposite choice).
 
     ## References
     - [torch.load and weights_only](https://pytorch.org/docs/stable/notes/serialization.html#weights-only)
@@ -89,6 +93,7 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.fallbacks = 0
+        self.misplaced: set[int] = set()  # `torch.load` calls inside a call given `weights_only=`
         version = context.torch_version
         self.safe_default = version is None or version >= _SAFE_DEFAULT
 
@@ -111,6 +116,13 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.fallbacks or type(node.func) in (cst.Call, cst.Subscript):
             return
+        if not self.is_name(node.func, "torch.load", "torch.serialization.load") and keyword(
+                node, "weights_only") is not None:
+            # `m.load_state_dict(torch.load(p), weights_only=False)`: the author's choice,
+            # on the wrong call; no fix writes the opposite one into `torch.load`
+            self.misplaced.update(id(n) for a in node.args for n in descendants(a.value)
+                                  if type(n) is cst.Call)
+            return
         if not self.is_name(node.func, "torch.load", "torch.serialization.load") or self._tests \
                 or copies_through_memory(self, node, self.tree):
             return  # (a deep copy through `io.BytesIO()` reads what the code just wrote)
@@ -130,4 +142,5 @@ class TorchLoadWithoutWeightsOnly(TracksTests, Rule):
             return
         self.report(node, message="`torch.load()` without `weights_only=True` unpickles arbitrary "
                                   "code before torch 2.6",
-                    replacement=with_keyword(node, "weights_only", "True"))
+                    replacement=None if id(node) in self.misplaced else with_keyword(
+                        node, "weights_only", "True"))

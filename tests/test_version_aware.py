@@ -39,6 +39,19 @@ def test_torch_load_before_2_6_flags_a_missing_weights_only_and_fixes_it():
     assert "        d = torch.load(path)\n" in fixed
 
 
+def test_torch_load_inside_a_call_given_weights_only_has_no_fix():
+    # the keyword sits on the wrong call: the author chose `False`, and the fix would
+    # write `True` into `torch.load`
+    source = """
+    import torch
+    def restore(net, path):
+        net.load_state_dict(torch.load(path)["weights"], weights_only=False)
+        net.load_state_dict(torch.load(path))
+    """
+    _, findings = _lint("PTL301", source, "2.5")
+    assert [(f.span.start.line, f.fix is not None) for f in findings] == [(4, False), (5, True)]
+
+
 def test_torch_load_from_2_6_flags_only_explicit_false():
     _, findings = _lint("PTL301", LOAD, "2.6")
     assert [f.span.start.line for f in findings] == [6]
