@@ -286,7 +286,7 @@ def _arithmetic(expr: cst.BinaryOperation) -> Op | None:
         return None
     for left, other in ((True, expr.right), (False, expr.left)):
         tensor = expr.left if left else expr.right
-        if isinstance(tensor, (cst.Call, cst.BinaryOperation)) and (
+        if isinstance(tensor, (cst.Call, cst.BinaryOperation, cst.Subscript)) and (
                 _number(other) or _scalar(other)):
             return Op(expr, "arith", left=left, literal=_number(other))
     return None

@@ -356,7 +356,8 @@ class TensorMovedAfterCreation(Rule):
             return
         for target in node.targets:
             self._bind_target(target.target, on_cpu)
-        if single and isinstance(node.targets[0].target, cst.Name):
+        if single and type(node.targets[0].target) is cst.Name and type(node.value) in (
+                cst.Call, cst.IfExp):
             name = node.targets[0].target.value
             if _moved(node.targets[0].target, node.value):
                 self.scope.moved.add(name)
