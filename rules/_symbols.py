@@ -83,9 +83,13 @@ def tries_a_fallback(node: cst.Try) -> bool:
                for handler in node.handlers)
 
 
-def _version_test(test: cst.BaseExpression) -> bool:
+_VERSION_NAME = re.compile(r"(?i).*version.*|(.*_)?ver(_.*)?")
+
+
+def _version_test(test: cst.BaseExpression, hasattr_too: bool) -> bool:
     """`if is_torch_version("<", "2.2"):`, `if torch.__version__ >= ...:`,
-    `if hasattr(torch, "func"):`: a branch for other torch versions."""
+    `if torch_ver == "0.3":`, and with `hasattr_too`, `if hasattr(torch, "func"):`:
+    a branch for other torch versions."""
     for found in descendants(test):
         if isinstance(found, cst.Name):
             text = found.value
@@ -93,7 +97,7 @@ def _version_test(test: cst.BaseExpression) -> bool:
             text = found.attr.value
         else:
             continue
-        if "version" in text.lower() or text == "hasattr":
+        if hasattr_too and text == "hasattr" or _VERSION_NAME.fullmatch(text):
             return True
     return False
 
@@ -116,7 +120,38 @@ def table(symbols: Iterable[Symbol]) -> dict[str, Symbol]:
     return out
 
 
-class SymbolRule(Rule):
+class VersionBranches(Rule):
+    """A rule that leaves alone the branches of an `if` that tests the torch
+    version (or, with `hasattr_too`, `hasattr`): code kept on purpose for other
+    versions."""
+
+    hasattr_too = True  # `if hasattr(torch, "func"):` asks for an API of some versions
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.ifs: list[cst.If] = []  # the enclosing `if`s
+
+    def visit_If(self, node: cst.If) -> None:
+        self.ifs.append(node)
+
+    def leave_If(self, original_node: cst.If) -> None:
+        self.ifs.pop()
+
+    def in_version_branch(self) -> bool:
+        """Inside an `if` that tests the version. The `if`s are looked at only
+        when a rule asks (the same answer for every rule, kept per file)."""
+        shared = self.context.shared
+        for node in self.ifs:
+            key = ("version test", self.hasattr_too, id(node))
+            found = shared.get(key)
+            if found is None:
+                found = shared[key] = _version_test(node.test, self.hasattr_too)
+            if found:
+                return True
+        return False
+
+
+class SymbolRule(VersionBranches):
     """Base of the rules driven by a `Symbol` table; subclasses set `symbols`
     and `statuses` and may override `describe`."""
 
@@ -133,7 +168,6 @@ class SymbolRule(Rule):
         self.active, self.last_parts = _active(type(self), context.torch_version)
         self.handled: set[int] = set()  # attribute nodes already part of a finding
         self.fallbacks = 0  # depth of `except ImportError:` handlers
-        self.ifs: list[cst.If] = []  # the enclosing `if`s (a version test is a fallback)
         self.module: cst.Module | None = None
 
     # -- messages ------------------------------------------------------------
@@ -198,28 +232,10 @@ class SymbolRule(Rule):
         if catches(original_node, _FALLBACK_ERRORS):
             self.fallbacks -= 1
 
-    def visit_If(self, node: cst.If) -> None:
-        self.ifs.append(node)
-
-    def leave_If(self, original_node: cst.If) -> None:
-        self.ifs.pop()
-
     def _deliberate(self) -> bool:
         """Inside a fallback for other torch versions (`except ImportError:`, an
-        `if` that tests the version): the old API is used on purpose. The `if`s
-        are looked at only when a symbol is found (the same answer for every
-        symbol rule)."""
-        if self.fallbacks:
-            return True
-        shared = self.context.shared
-        for node in self.ifs:
-            key = ("version test", id(node))
-            found = shared.get(key)
-            if found is None:
-                found = shared[key] = _version_test(node.test)
-            if found:
-                return True
-        return False
+        `if` that tests the version): the old API is used on purpose."""
+        return bool(self.fallbacks) or self.in_version_branch()
 
     def _symbol(self, node: cst.BaseExpression) -> Symbol | None:
         kind = type(node)  # not isinstance: this runs for every call and attribute

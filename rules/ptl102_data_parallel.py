@@ -33,8 +33,9 @@ _CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict",
 # the base of a LightningModule (`pl.LightningModule`, `LightningEpisodicModule`)
 _LIGHTNING = re.compile(r"Lightning\w*Module$")
 _TEST = "torch.distributed.is_available() and torch.distributed.is_initialized()"
-# methods of a wrapped model that do not run it
-_NOT_RUNNING = frozenset({"eval", "load_state_dict", "state_dict", "to", "cuda", "cpu", "half",
+# methods of a wrapped model that do not run it (the wrapper's own `train(mode)`, which
+# sets a mode: it never reaches a `train` method of the model inside)
+_NOT_RUNNING = frozenset({"eval", "train", "load_state_dict", "state_dict", "to", "cuda", "cpu", "half",
                           "float", "double", "bfloat16", "parameters", "named_parameters",
                           "buffers", "named_buffers", "modules", "named_modules", "children",
                           "requires_grad_"})
@@ -161,7 +162,8 @@ class DataParallel(TracksTests, Rule):
       puts it in `.eval()`, neither trains (no `backward`, optimizer, `.step(`
       or `.train(` in it) nor returns or stores the model; or the wrapped
       model is only run under `torch.no_grad()` / `torch.inference_mode()`
-      or handed to functions that evaluate it, is not returned, and its
+      or handed to functions that evaluate it (its own `.train()` or
+      `.eval()` only sets a mode), is not returned, and its
       `.parameters()` go nowhere but a `for` loop (a frozen backbone, a
       teacher): `DistributedDataParallel` is a training wrapper, and refuses
       a model none of whose parameters requires grad; so is a model put in

@@ -9,7 +9,7 @@ from ptlint.analysis.names import dotted
 from ptlint.fixers.expressions import call_method
 from ptlint.fixers.statements import without_statement
 from ptlint.model import Safety
-from ptlint.rule import Rule
+from ptlint.rules._symbols import VersionBranches
 
 _VARIABLE = ("torch.autograd.Variable", "torch.autograd.variable.Variable")
 # torch factories whose result is a new tensor that does not require grad
@@ -55,10 +55,12 @@ def _keep_call_parentheses(call: cst.Call, new: cst.BaseExpression) -> cst.BaseE
                             rpar=[cst.RightParen(whitespace_before=before)])
 
 
-class VariableWrapper(Rule):
+class VariableWrapper(VersionBranches):
     """
     ## What it does
-    Flags calls to `torch.autograd.Variable(...)`.
+    Flags calls to `torch.autograd.Variable(...)`. Calls in a branch of an
+    `if` that tests the torch version (`if torch.__version__ < "0.4":`) are
+    compatibility code and are not reported.
 
     ## Why is this bad?
     Since PyTorch 0.4 every tensor is a variable: `Variable(x)` no longer
@@ -116,6 +118,7 @@ class VariableWrapper(Rule):
     fix_safety = Safety.UNSAFE
     requires_text = ("Variable",)
     semantic = True  # where a statement that the fix leaves as `x = x` is
+    hasattr_too = False  # `if not hasattr(self, "w"):` tests no version here
 
     def __init__(self, context) -> None:
         super().__init__(context)
@@ -155,7 +158,7 @@ class VariableWrapper(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not isinstance(node.func, (cst.Name, cst.Attribute)):
             return
-        if self.qualified_name(node.func) not in _VARIABLE:
+        if self.qualified_name(node.func) not in _VARIABLE or self.in_version_branch():
             return
         plain = [a for a in node.args if a.keyword is None and not a.star]
         keywords = {a.keyword.value for a in node.args if a.keyword is not None}

@@ -128,6 +128,37 @@ def test_ptl102_sees_where_the_wrapped_name_lives(cli, tmp_path):
         assert found == [(line, "PTL102") for line in lines], changed
 
 
+def test_ptl102_the_wrappers_train_mode_does_not_run_it(cli, tmp_path):
+    # a file that trains, and a validation that puts its own wrap in either mode:
+    # `.train()` sets a mode, and every run of the wrap is under `no_grad`
+    script = write(tmp_path / "manager.py", """\
+        import torch
+        import torch.nn as nn
+
+
+        def train_one_epoch(model, loader, optimizer):
+            for x, y in loader:
+                optimizer.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+
+
+        def validate(net, loader, train_mode=False):
+            net = nn.DataParallel(net)
+            if train_mode:
+                net.train()
+            else:
+                net.eval()
+            with torch.no_grad():
+                return [net(x) for x, _ in loader]
+        """)
+    assert codes(cli(str(script), "--select", "PTL102", "--output-format", "json")) == []
+    run = script.read_text().replace("    with torch.no_grad():\n        return", "    return")
+    write(tmp_path / "manager.py", run)
+    assert codes(cli(str(script), "--select", "PTL102", "--output-format", "json")) == [
+        (13, "PTL102")]
+
+
 def test_ptl102_a_file_that_trains_nothing_hands_the_model_to_methods(cli, tmp_path):
     # an in-process sharder of one example's bounds: no optimizer in the file, so the
     # method it is handed to evaluates it; one that keeps it, or a file that trains, may not
@@ -349,8 +380,10 @@ def test_ptl102_silent_for_an_evaluation_function_in_a_file_that_trains(cli, tmp
                                                     "            return model(torch.randn(n, 4))",
                                                     "        return model"))
     write(tmp_path / "stored.py", SAMPLES.replace("helper.register(model)", "helper.model = model"))
-    # the function trains the model
-    write(tmp_path / "trains.py", SAMPLES.replace("helper.register(model)", "model.train()"))
+    # the function trains the model (its `.train()` alone only sets a mode)
+    write(tmp_path / "trains.py", SAMPLES.replace("helper.register(model)",
+                                                  "model(torch.randn(n, 4)).sum().backward()"))
+    write(tmp_path / "mode.py", SAMPLES.replace("helper.register(model)", "model.train()"))
     # it steps something else: the wrapped model still only runs under no_grad
     write(tmp_path / "steps.py", SAMPLES.replace("helper.register(model)", "helper.step()"))
     proc = cli(".", "--select", "PTL102", "--output-format", "concise", cwd=tmp_path)
