@@ -271,10 +271,14 @@ def _number(node: cst.BaseExpression) -> bool:
 
 
 def _scalar(node: cst.BaseExpression) -> bool:
-    """A name or attribute, or a call of Python's `math` (`-math.log(10000)`): a value
-    that is not a tensor, or a name that may be one (the fix is then not offered)."""
+    """A name or attribute, a call of Python's `math` (`-math.log(10000)`), or
+    arithmetic of these and numbers (`1.0 / n`): a value that is not a tensor, or
+    one that may be (the fix is then not offered)."""
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
         node = node.expression
+    if type(node) is cst.BinaryOperation:
+        return isinstance(node.operator, _ARITHMETIC) and all(
+            _number(side) or _scalar(side) for side in (node.left, node.right))
     if isinstance(node, cst.Call):
         return (dotted(node.func) or "").startswith("math.")
     return isinstance(node, (cst.Name, cst.Attribute))

@@ -32,7 +32,9 @@ class SchedulerStepBeforeOptimizerStep(Rule):
     ```
 
     Also in the body of an `if`, a statement of the loop's body, whose test
-    reads nothing the loop binds: a setting (`if args.sgdr: sgdr.step()`).
+    reads nothing the loop binds: a setting (`if args.sgdr: sgdr.step()`);
+    and in any block of the loop, before the optimizer's step in that same
+    block (`if (i + 1) % accumulate == 0: scheduler.step(); optimizer.step()`).
     A `scheduler.step()` inside any other `if` (`if epoch > 0:
     scheduler.step()`, which keeps the first value on purpose), one given an
     epoch or a metric (`scheduler.step(epoch)`,
@@ -116,8 +118,10 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     self.model.kind_is(receiver, function, t.SCHEDULER)) or t.named_like(
                     receiver, t.OPTIMIZER):
                 continue  # (a scheduler's `.step()` is never an optimizer step)
-            if found[0] is not loop.node.body:  # `if args.sgdr: sgdr.step()`: a setting's test
-                found = self._under_a_setting(loop, found[1])
+            if found[0] is not loop.node.body:
+                if self._check(site, *found):  # before the step of its own block
+                    continue
+                found = self._under_a_setting(loop, found[1])  # `if args.sgdr: sgdr.step()`
             if found is not None:
                 self._check(site, *found)
 
@@ -140,7 +144,9 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         return node.body, statement, statement.orelse is None and len(path[2].body) == 1
 
     def _check(self, site: Site, owner: cst.IndentedBlock, line: cst.BaseStatement,
-               movable: bool = True) -> None:
+               movable: bool = True) -> bool:
+        """Report `site` when a later statement of `owner` steps the optimizer and no
+        earlier one does; whether it did."""
         model = self.model
         steps = {id(s.node) for s in site.ctx.function.all_sites()
                  if s.kind == STEP and model.stepped(s) is not None}
@@ -156,7 +162,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         at = body.index(line)
         stepped = [i for i, statement in enumerate(body) if steps_in(statement)]
         if not stepped or stepped[0] <= at:
-            return  # no step in the body after it, or one before it (or in its `if`)
+            return False  # no step in the body after it, or one before it (or in its `if`)
         last = stepped[-1]
         scheduler = cst.Module([]).code_for_node(site.node.func.value)
         leaves = any(isinstance(n, _LEAVES) for statement in body[at + 1:last + 1]
@@ -164,3 +170,4 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         edits = [(owner, move_after(owner, line, body[last]))] if movable and not leaves else []
         self.report(site.node, message=self.message.format(scheduler=scheduler), edits=edits,
                     fix_title=self.fix_title.format(scheduler=scheduler))
+        return True

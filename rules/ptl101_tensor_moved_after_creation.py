@@ -133,7 +133,8 @@ class TensorMovedAfterCreation(Rule):
       with only `None`, `:` and `...`: `[None, :, :]`), `.repeat(...)`, an
       in-place fill (`.fill_(v)`, `.uniform_()`), element-wise math
       (`torch.exp(t)`, `t.sin()`, `.sqrt()`, `.log()`, ...) or arithmetic
-      with a number, a name or a `math` call (`+`, `-`, `*`, `/`, `//`, `%`),
+      with a number, a name, a `math` call or arithmetic of these (`1.0 / n`)
+      (`+`, `-`, `*`, `/`, `//`, `%`),
       or a `Variable(...)` wrapper without `requires_grad=` but `False` (the
       tensor itself since torch 0.4; `volatile=` does nothing) sits between
       the factory and the move: `torch.zeros(n).long().to(device)`,
@@ -254,7 +255,8 @@ class TensorMovedAfterCreation(Rule):
     - Unsafe: arithmetic by `/`, `//` or `%` after the factory (`+`, `-` and
       `*` with a number are correctly rounded on every device: safe), and
       element-wise math (`exp`, `sin`, ...), computed in the device's
-      arithmetic. With a name or a call (`(torch.ones(n) * i).to(device)`)
+      arithmetic. With a name or a call (`(torch.ones(n) * i).to(device)`,
+      `(1.0 / n * torch.ones(n)).to(device)`)
       no fix is offered: a CPU tensor `i` would not mix with a tensor created
       on the device.
     - Unsafe: a factory called with `requires_grad=True` (or followed by

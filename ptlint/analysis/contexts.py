@@ -62,7 +62,8 @@ class Site:
     def periodic_within(self, loop: "Loop") -> bool:
         """Guarded, inside `loop`, by an `if` whose test looks like a schedule or a
         process guard (`step % k == 0`, `rank == 0`, or a name the loop binds to
-        one: `regularize = i % k == 0`), in an `except` handler, or in the body
+        one: `regularize = i % k == 0`; not the `else` of `if i % k == 0:`),
+        in an `except` handler, or in the body
         of an `if` that leaves the loop (it ends in `break`, `return`, `raise`
         or `sys.exit(...)`: it runs once at most). A test without `%` whose
         branch also backpropagates (`if is_train == 0:` around the whole step)
@@ -73,12 +74,23 @@ class Site:
             if type(node) is cst.ExceptHandler:
                 return True
             if type(node) is cst.If and inner is not node.test and (
+                    inner is node.orelse and _every_kth(node.test)):
+                continue  # `else` of `if step % k == 0:`: every other step
+            if type(node) is cst.If and inner is not node.test and (
                     _scheduled_name(node.test, loop.node)
                     or t.schedule_test(node.test) and not _mode(node.test, inner, self)
                     or inner is node.body and _leaves(node.body, not nested)):
                 return True
             nested |= type(node) in (cst.For, cst.While) and node is not loop.node
         return False
+
+
+def _every_kth(test: cst.BaseExpression) -> bool:
+    """`step % k == 0` (nothing else): true on one step in `k`."""
+    return type(test) is cst.Comparison and len(test.comparisons) == 1 and type(
+        test.comparisons[0].operator) is cst.Equal and any(
+        type(side) is cst.BinaryOperation and type(side.operator) is cst.Modulo
+        for side in (test.left, test.comparisons[0].comparator))
 
 
 # calls that end the program
