@@ -10,6 +10,11 @@ from ptlint.rule import Rule
 
 _CHECKPOINT = "torch.utils.checkpoint.checkpoint"
 _SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
+# the torch version from which each warns when `use_reentrant=` is not passed
+_WARNS_SINCE = {_CHECKPOINT: Version("2.1"), _SEQUENTIAL: Version("2.2")}
+
+
+_QUIET = "`checkpoint` without `use_reentrant=`: the reentrant variant is used"
 
 
 class CheckpointWithoutUseReentrant(Rule):
@@ -20,8 +25,10 @@ class CheckpointWithoutUseReentrant(Rule):
     Calls that pass `**kwargs` (which may carry it) are not flagged.
 
     ## Why is this bad?
-    Without it, torch picks the old reentrant implementation and, since 2.4,
-    warns that omitting the argument will become an error. The reentrant
+    Without it, torch picks the old reentrant implementation and, since 2.1
+    (2.2 for `checkpoint_sequential`), warns on every call that the argument
+    should be passed; later versions add that omitting it will become an
+    error (the message says so only for a target version that warns). The reentrant
     variant has real pitfalls: when no input of the checkpointed function
     requires grad (for example the first block, fed raw data), its output
     does not either, so the block's parameters silently get no gradient; it
@@ -77,4 +84,7 @@ class CheckpointWithoutUseReentrant(Rule):
             # checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs)
             if len([a for a in node.args if a.keyword is None]) >= 4 or any(a.star for a in node.args):
                 return
-        self.report(node, replacement=with_keyword(node, "use_reentrant", "False"))
+        version = self.context.torch_version
+        quiet = version is not None and version < _WARNS_SINCE[name]
+        self.report(node, replacement=with_keyword(node, "use_reentrant", "False"),
+                    message=_QUIET if quiet else None)

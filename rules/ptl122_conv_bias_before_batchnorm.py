@@ -90,7 +90,9 @@ class ConvBiasBeforeBatchnorm(Rule):
     `...bias` keys (unless `strict=False`), and those loads are usually in
     other files (a training or test script) that the fix cannot see; an
     optimizer state saved earlier no longer matches, and a trained model's
-    eval-mode output changes until the running mean is re-estimated; and
+    eval-mode output changes until the running mean is re-estimated (for
+    good where one batch norm follows several convolutions: its one running
+    mean cannot take up their different biases); and
     code that reaches for the bias afterwards (an init loop's
     `nn.init.constant_(m.bias, 0)` over every convolution) fails on `None`.
     For a model that will be trained from scratch, apply it by hand

@@ -101,3 +101,22 @@ def test_deprecated_api_not_yet_deprecated_for_older_targets():
     source = "import torch.nn as nn\nm = nn.utils.weight_norm(nn.Linear(2, 2))\n"
     assert _lint("PTL202", source, "2.0")[1] == []
     assert len(_lint("PTL202", source, "2.1")[1]) == 1
+
+
+CHECKPOINT = """
+from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+
+def run(block, x, functions):
+    return checkpoint(block, x), checkpoint_sequential(functions, 2, x)
+"""
+
+
+def test_checkpoint_message_names_the_warning_only_where_the_target_warns():
+    warns = "and a warning is raised"
+    # `checkpoint` warns from 2.1, `checkpoint_sequential` (given the argument in 2.0) from 2.2
+    for version, lines, warned in (("1.13", [5], []), ("2.0", [5, 5], []),
+                                   ("2.1", [5, 5], [True, False]),
+                                   ("2.2", [5, 5], [True, True])):
+        found = _lint("PTL011", CHECKPOINT, version)[1]
+        assert [f.span.start.line for f in found] == lines, version
+        assert [warns in f.message for f in found] == (warned or [False] * len(lines)), version
