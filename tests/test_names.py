@@ -140,3 +140,36 @@ def test_a_top_level_rebinding_replaces_an_import_but_none_does_not():
     fallback = ("try:\n    import apex.amp as amp\nexcept ImportError:\n"
                 "    class amp:\n        pass\namp.initialize()\n")
     assert _resolve_all(fallback, "amp.initialize") == ["apex.amp.initialize"]
+
+
+def test_a_name_bound_to_two_things_in_one_scope_is_not_an_alias():
+    # which binding a use sees depends on a branch the resolver cannot follow
+    source = """
+import contextlib
+import torch
+
+def either(amp):
+    ctx = contextlib
+    if amp:
+        ctx = torch.cuda.amp
+    return ctx.autocast
+
+def local(amp):
+    def null(): ...
+    run = null
+    if amp:
+        run = torch.cuda.amp
+    return run.autocast
+
+def same(half):
+    F = torch.nn.functional
+    F = torch.nn.functional
+    dtype = torch.float32
+    if half:  # two members of one module: the same kind of thing
+        dtype = torch.float16
+    return F.relu, dtype.itemsize
+"""
+    assert _resolve_all(source, "ctx.autocast") == [None]
+    assert _resolve_all(source, "run.autocast") == [None]
+    assert _resolve_all(source, "F.relu") == ["torch.nn.functional.relu"]
+    assert _resolve_all(source, "dtype.itemsize") == ["torch.float16.itemsize"]

@@ -25,12 +25,14 @@ class Scope:
     """The bindings of one function, class, comprehension or the module; kept
     after the walk (with its parent) so that names can be resolved later."""
 
-    __slots__ = ("bindings", "is_class", "parent")
+    __slots__ = ("bindings", "is_class", "parent", "references")
 
     def __init__(self, parent: "Scope | None" = None, is_class: bool = False) -> None:
         self.bindings: dict[str, str] = {}
         self.is_class = is_class
         self.parent = parent
+        # names assigned a name or attribute (`ac = suppress`): what that meant ("": unknown)
+        self.references: dict[str, str | None] = {}  # (None: bound to two things)
 
 
 def dotted(node: cst.BaseExpression) -> str | None:
@@ -229,9 +231,20 @@ class NameResolver(Visitor):
         fallback = type(node.value) is cst.Name and node.value.value == "None"
         if fallback:
             alias = None  # `x = None` names no module
+        references = self.scopes[-1].references
         for target in node.targets:
             for name in target_names(target.target):
-                self.bind(name, alias or _LOCAL, fallback=fallback)
+                known = alias
+                if type(node.value) in (cst.Name, cst.Attribute) and not fallback:
+                    # assigned something else before (`ac = suppress`, then `if amp: ac =
+                    # torch.cuda.amp.autocast`): which one a use sees is not known, unless
+                    # both live in one module (`dtype = torch.float16` or `torch.bfloat16`)
+                    earlier = references.setdefault(name, alias or "")
+                    if earlier != (alias or "") and (
+                            not earlier or not alias
+                            or earlier.rpartition(".")[0] != alias.rpartition(".")[0]):
+                        known = references[name] = None
+                self.bind(name, known or _LOCAL, fallback=fallback)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
