@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ptlint.analysis.dataflow import closure, last_name
+from ptlint.analysis.dataflow import bound_in, closure, last_name
 from ptlint.analysis.names import dotted, is_named
 from ptlint.analysis.semantic import BACKWARD, COMPREHENSION, LOOP, Function, Site
 from ptlint.analysis.training import MAYBE, OFF, ON, grad_mode
 from ptlint.fixers.arguments import argument
 from ptlint.rule import Rule
+from ptlint.rules._tests import is_test_file
 
 _WANTS_GRAD = ("torch.enable_grad", "torch.autograd.grad", "torch.autograd.backward",
                "torch.autograd.functional.jacobian", "torch.autograd.functional.hessian",
@@ -37,11 +38,14 @@ class EvalWithoutNoGrad(Rule):
     before or after the `.eval()`); when the model is pytorch-fid's
     `InceptionV3`, frozen unless built with `requires_grad=True` (in a file
     that builds one from `pytorch_fid.inception` or a copied `inception`
-    module, the models its functions take as parameters count as that one);
-    when the loop around the call backpropagates
+    module, also imported relatively, the models its functions take as parameters count as that one);
+    when the loop around the call builds the model it calls (`for kind in
+    kinds: m = Net(kind); m.eval(); m(x)`: one call of each model, no
+    evaluation loop); when the loop around the call backpropagates
     (a training loop that evaluates between steps, such as a GAN sampling
     from its generator once per epoch); when the file turns gradients
-    off globally with `torch.set_grad_enabled(False)`; and in a file of
+    off globally with `torch.set_grad_enabled(False)`; in test files
+    (`test_*.py`, `*_test.py`, files under `tests/`); and in a file of
     another framework (it imports Jittor, Paddle, … and never names torch).
     Calls inside
     `with torch.set_grad_enabled(<condition>):` count as guarded, and so do
@@ -104,6 +108,15 @@ class EvalWithoutNoGrad(Rule):
         self.global_off = False
         self.fid_inception = False  # the file builds pytorch-fid's frozen InceptionV3
         self.bound: dict[int, str] = {}  # `m = Net().eval()`: id() of the chain's calls -> `m`
+        self.relative_inception: set[str] = set()  # `from .inception import InceptionV3 as I`
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        module = dotted(node.module) if node.module is not None else None
+        if node.relative and module is not None and module.rpartition(".")[2] == "inception" \
+                and not isinstance(node.names, cst.ImportStar):
+            self.relative_inception.update(
+                (alias.asname.name.value if alias.asname else dotted(alias.name)) or ""
+                for alias in node.names if dotted(alias.name) == "InceptionV3")
 
     def visit_With(self, node: cst.With) -> None:
         self.with_items.update(id(item.item) for item in node.items)
@@ -128,6 +141,8 @@ class EvalWithoutNoGrad(Rule):
                 id(node) not in self.with_items)  # `torch.set_grad_enabled(False)` as a call
             return
         kind, model = "call", dotted(func)
+        if type(func) is cst.Name and func.value in self.relative_inception:
+            qualified = "inception.InceptionV3"  # `from .inception import InceptionV3`
         if qualified is not None and _frozen_inception(qualified, node):
             self.fid_inception = True
         if qualified in _WANTS_GRAD:
@@ -157,6 +172,8 @@ class EvalWithoutNoGrad(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         if self.global_off or self.context.foreign:  # Jittor's `model.eval()` is not torch's
             return
+        if is_test_file(self.context.path, self.context.source):
+            return  # a test runs a model to check it: its graphs cost nothing that matters
         without_grad = {model.rpartition(".")[2] for site, kind, model in self.events
                         if kind == "call" and site.ctx.grad in (OFF, MAYBE)}
         by_function: dict[Function, list] = {}
@@ -206,7 +223,8 @@ class EvalWithoutNoGrad(Rule):
                 if kind == "eval":
                     segments[model] = []
                     wanting.discard(model)
-            elif kind == "call" and model in segments and not segments[model] and _evaluates(site):
+            elif kind == "call" and model in segments and not segments[model] and _evaluates(
+                    site, model):
                 segments[model].append(site.node)  # one finding per model and eval
         done.extend(segments.items())
         return [call for model, calls in done if model not in wanting | frozen for call in calls]
@@ -225,8 +243,11 @@ def _frozen_inception(qualified: str, call: cst.Call) -> bool:
     return flag is None or is_named(flag.value, "False")
 
 
-def _evaluates(site: Site) -> bool:
-    """In a loop (or comprehension) that does not backpropagate, with gradients on."""
+def _evaluates(site: Site, model: str) -> bool:
+    """In a loop (or comprehension) that does not backpropagate, with gradients on,
+    and does not build `model` itself (`for pos in kinds: m = Net(pos).eval(); m(x)`
+    runs each model it builds once)."""
     around = site.ctx.innermost(LOOP, COMPREHENSION)
     return around is not None and site.ctx.grad not in (OFF, MAYBE) and not (
-        around.kind == LOOP and around.loop.does(BACKWARD))
+        around.kind == LOOP and (around.loop.does(BACKWARD)
+                                 or model in bound_in(around.loop.events, from_calls=True)))

@@ -907,3 +907,32 @@ def test_ptl032_silent_in_a_file_of_another_framework(cli, tmp_path):
     proc = cli(".", "--select", "PTL032", "--output-format", "concise", cwd=tmp_path)
     assert [line.split(":")[0] for line in proc.stdout.splitlines() if "PTL032" in line] == [
         "mixed.py"]
+
+
+FID_FEATURES = """\
+    import torch
+    from .inception import InceptionV3
+
+
+    def activations(model, batches):
+        model.eval()
+        return [model(batch) for batch in batches]
+
+
+    def features(batches):
+        return activations(InceptionV3([3]), batches)
+    """
+
+
+def test_ptl032_a_copied_inception_imported_relatively_and_test_files(cli, tmp_path):
+    # pytorch-fid's InceptionV3 is frozen, also from `from .inception import ...`
+    script = write(tmp_path / "pkg" / "fid.py", FID_FEATURES)
+    assert codes(cli(str(script), "--select", "PTL032", "--output-format", "json")) == []
+    other = FID_FEATURES.replace("from .inception", "from .models")
+    write(tmp_path / "pkg" / "fid.py", other)
+    assert codes(cli(str(script), "--select", "PTL032", "--output-format", "json")) == [
+        (7, "PTL032")]
+    # a test runs a model to check it, in a test file of a framework or a tests folder
+    for name in ("test_fid.py", "tests/fid.py"):
+        test = write(tmp_path / name, "import pytest\n" + textwrap.dedent(other))
+        assert codes(cli(str(test), "--select", "PTL032", "--output-format", "json")) == [], name
