@@ -193,6 +193,12 @@ def is_dtype(node: cst.BaseExpression, resolve: Resolve) -> bool:
         qualified[len("torch."):] in DTYPES
 
 
+def _type_of(node: cst.BaseExpression) -> bool:
+    """`t.type()`: the name of a tensor's type, device included."""
+    return type(node) is cst.Call and not node.args and type(node.func) is cst.Attribute \
+        and node.func.attr.value == "type"
+
+
 def classify(call: cst.Call, resolve: Resolve) -> Op | None:
     """The kind of `call` as a step between a factory and a device move, or None."""
     func = call.func
@@ -214,9 +220,12 @@ def classify(call: cst.Call, resolve: Resolve) -> Op | None:
         return Op(call, "elementwise", function=bool(call.args))  # `t.exp()`, `torch.exp(t)`
     if method in CASTS and not call.args:
         return Op(call, "cast", cst.parse_expression(f"torch.{CASTS[method]}"), spelled=True)
-    if method == "type_as" and len(call.args) == 1 and call.args[0].keyword is None:
-        # `.type_as(t)` also moves to `t`'s device: before a move, it is `.to(t.dtype)`
-        dtype = cst.Attribute(call.args[0].value, cst.Name("dtype"))
+    if len(call.args) == 1 and call.args[0].keyword is None and (
+            method == "type_as" or method == "type" and _type_of(call.args[0].value)):
+        # `.type_as(t)` (`.type(t.type())`) also moves to `t`'s device: before a
+        # move, it is `.to(t.dtype)`
+        other = call.args[0].value if method == "type_as" else call.args[0].value.func.value
+        dtype = cst.Attribute(other, cst.Name("dtype"))
         return Op(call.with_changes(func=func.with_changes(attr=cst.Name("to")),
                                     args=[call.args[0].with_changes(value=dtype)]), "cast", dtype)
     if method in ("to", "type") and len(call.args) == 1:

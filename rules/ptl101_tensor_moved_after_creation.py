@@ -128,7 +128,7 @@ class TensorMovedAfterCreation(Rule):
     - a factory (`torch.zeros`, `torch.rand`, `torch.arange`,
       `torch.full`, the window functions, ...), also when a dtype cast
       (`.long()`, `.half()`, `.to(torch.float16)`, `.to(x.dtype)`,
-      `.type(torch.LongTensor)`, `.type_as(t)`),
+      `.type(torch.LongTensor)`, `.type_as(t)`, `.type(t.type())`),
       a view (`.unsqueeze(0)`, `.view(...)`, `.t()`, new axes by indexing
       with only `None`, `:` and `...`: `[None, :, :]`), `.repeat(...)`, an
       in-place fill (`.fill_(v)`, `.uniform_()`), element-wise math
@@ -223,7 +223,8 @@ class TensorMovedAfterCreation(Rule):
     stay where they were, now on the device (`torch.arange(n).float().cuda()`
     becomes `torch.arange(n, device="cuda").float()`; `.type(torch.FloatTensor)`,
     which would move back to the CPU, becomes `.to(torch.float32)`, and
-    `.type_as(t)`, which would move to `t`'s device, `.to(t.dtype)`), with two folds:
+    `.type_as(t)` or `.type(t.type())`, which would move to `t`'s device,
+    `.to(t.dtype)`), with two folds:
 
     - a dtype (from casts, or from `.to(device, dtype)`) goes into the
       factory as `dtype=` for `zeros`, `ones`, `empty`, `eye`, their
