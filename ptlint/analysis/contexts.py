@@ -73,10 +73,8 @@ class Site:
         for node, inner in zip(path, path[1:]):
             if type(node) is cst.ExceptHandler:
                 return True
-            if type(node) is cst.If and inner is not node.test and (
-                    inner is node.orelse and _every_kth(node.test)):
-                continue  # `else` of `if step % k == 0:`: every other step
-            if type(node) is cst.If and inner is not node.test and (
+            if type(node) is cst.If and inner is not node.test and not (
+                    inner is node.orelse and _every_kth(node.test)) and (  # every other step
                     _scheduled_name(node.test, loop.node)
                     or t.schedule_test(node.test) and not _mode(node.test, inner, self)
                     or inner is node.body and _leaves(node.body, not nested)):
