@@ -17,6 +17,9 @@ from ptlint.rules._creation import (
     is_cpu_string, literal_legacy, named_like_device, on_device, requires_grad, unwind,
 )
 
+# what puts an argument on a device: `Data(x=x.cuda())`, `Net(device=d)` are no host builds
+_ON_DEVICE = re.compile(r"cuda|device|\.to\(")
+
 # `.to()`/`.cuda()` keywords that a factory has no use for once it creates on the device.
 _DROPPED = ("non_blocking", "copy")
 
@@ -67,6 +70,8 @@ class _Scope:
     batches: dict[str, frozenset[str]] = field(default_factory=dict)  # `for x, y in ...`: x -> {y}
     casts: dict[str, int] = field(default_factory=dict)  # `x = x.float()`: how many times
     moved: set[str] = field(default_factory=set)  # `x = x.to(device)`
+    # `m = Net()`, `m = Net().to("cpu")`: m -> (the class's name, moved to the CPU in the chain)
+    modules: dict[str, tuple[str, bool]] = field(default_factory=dict)
 
     def bind(self, name: str, on_cpu: bool = False, cpu: bool = False) -> None:
         self.bindings.setdefault(name, []).append(on_cpu)
@@ -99,6 +104,17 @@ class _Scope:
         return (name in scope.batches and name not in scope.moved
                 and len(bindings) == 1 + scope.casts.get(name, 0)
                 and bool(scope.batches[name] & scope.moved))
+
+    def host_module(self, name: str, local_classes: set[str]) -> bool:
+        """Whether `name`, read here, is bound exactly once, to a model built on the
+        CPU (`Net().to("cpu")`, or `Net()` of one of `local_classes`, the classes
+        the file defines and never moves, given nothing that names a device):
+        `model.device` is the CPU, unless the file moves it (`model.to(...)`)."""
+        found = self._once(name)
+        if found is None or len(found[1]) != 1 or name not in found[0].modules:
+            return False
+        built, to_cpu = found[0].modules[name]
+        return to_cpu or built in local_classes
 
     def cpu_device(self, name: str) -> bool:
         """Whether `name`, read here, is bound exactly once, to the CPU device
@@ -175,7 +191,12 @@ class TensorMovedAfterCreation(Rule):
     already there and `.to()` returns it. Nor is `.to(y.device)` where `y` is an
     item of a loop's batch (`for x, y in loader`) that the function only casts
     while it moves another item of the same batch: the loader yields host
-    tensors. `.to(torch.float16)` and `.half()` are not device moves.
+    tensors; nor `.to(model.device)` where the scope binds `model` once, to a
+    model built on the CPU (`Codec().to("cpu")`, or `Codec()` of a class the
+    file defines and whose code never names `cuda`, given no argument that
+    names a device), and the file never calls `model.to(...)` or `model.cuda()`
+    (an `Accelerator()` of another module picks its own device).
+    `.to(torch.float16)` and `.half()` are not device moves.
     `.to(other_tensor)` moves to the other tensor's device and dtype, but which
     device that is the rule cannot tell: not flagged.
 
@@ -298,6 +319,8 @@ class TensorMovedAfterCreation(Rule):
         self.device_blocks: list[int] = []  # id() of `with torch.device(...)` statements entered
         self.findings: list[_Finding] = []
         self.targets: dict[int, cst.BaseExpression] = {}  # id(value) -> its one target
+        self.moved_anywhere: set[str] = set()  # `x` of `x.to(...)`, `x.cuda()` in the file
+        self.local_classes: set[str] = set()  # classes the file defines (and never moves)
         source = context.source
         # factories follow the default device or tensor type, which the file changes
         self.default_changed = "set_default_device" in source or "set_default_tensor_type" in source
@@ -334,6 +357,8 @@ class TensorMovedAfterCreation(Rule):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.scope.bind(node.name.value)
+        if "cuda" not in cst.Module([]).code_for_node(node):  # (its `__init__` moves nothing)
+            self.local_classes.add(node.name.value)
         self._enter(is_class=True)
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
@@ -362,6 +387,9 @@ class TensorMovedAfterCreation(Rule):
         if single and type(node.targets[0].target) is cst.Name and type(node.value) in (
                 cst.Call, cst.IfExp):
             name = node.targets[0].target.value
+            built = _built_on_cpu(node.value)
+            if built is not None:
+                self.scope.modules[name] = built
             if _moved(node.targets[0].target, node.value):
                 self.scope.moved.add(name)
             elif _cast_of(name, node.value):
@@ -522,6 +550,8 @@ class TensorMovedAfterCreation(Rule):
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
             return
+        if type(func.value) is cst.Name:  # `model.to(device)`: a module moves in place
+            self.moved_anywhere.add(func.value.value)
         chain = unwind(func.value, self.qualified_name)
         if chain is None:
             return
@@ -583,8 +613,11 @@ class TensorMovedAfterCreation(Rule):
         for found in self.findings:
             if found.source is not None and not (found.scope and found.scope.on_cpu(found.source)):
                 continue
-            if found.host is not None and found.scope and found.scope.host_batch(found.host):
-                continue  # `.to(y.device)` where `y` is a batch the loop keeps on the host
+            if found.host is not None and found.scope and (found.scope.host_batch(found.host) or (
+                    found.host not in self.moved_anywhere
+                    and found.scope.host_module(found.host, self.local_classes))):
+                continue  # `.to(y.device)` where `y` is a batch the loop keeps on the host,
+                # or a model built on the CPU and never moved
             if found.replacement is None:
                 self.report(found.node, message=found.message)
             else:
@@ -684,6 +717,27 @@ def _move_of(statement: cst.CSTNode) -> list[tuple[str, cst.Call]]:
         return []
     moves = [_moved(name, value) for name, value in assigned_pairs(*assigned)]
     return moves if all(moves) else []  # type: ignore[return-value]
+
+
+def _built_on_cpu(value: cst.BaseExpression) -> tuple[str, bool] | None:
+    """(the class, whether the chain moves it to the CPU) for `Net(...)`, also
+    followed by `.to("cpu")`, `.cpu()`, `.eval()`: a class (a capitalised name)
+    built where its parameters start, on the CPU, given nothing that names a
+    device; else None."""
+    to_cpu = False
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and (
+            value.func.attr.value in ("cpu", "eval", "train", "float", "double")
+            or value.func.attr.value == "to" and len(value.args) == 1
+            and is_cpu_string(value.args[0].value)):
+        to_cpu |= value.func.attr.value in ("cpu", "to")
+        value = value.func.value
+    if not (type(value) is cst.Call and type(value.func) in (cst.Name, cst.Attribute)):
+        return None
+    name = last_name(value.func)
+    if not name[:1].isupper() or has_star_args(value) or any(
+            _ON_DEVICE.search(cst.Module([]).code_for_node(a.value)) for a in value.args):
+        return None
+    return name, to_cpu
 
 
 def _host(device: cst.BaseExpression) -> str | None:
