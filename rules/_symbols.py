@@ -83,12 +83,12 @@ def tries_a_fallback(node: cst.Try) -> bool:
                for handler in node.handlers)
 
 
-_VERSION_NAME = re.compile(r"(?i).*version.*|(.*_)?ver(_.*)?")
+_VERSION_NAME = re.compile(r"(?i).*version.*|(.*_)?(ver|major|minor)(_.*)?")
 
 
 def _version_test(test: cst.BaseExpression, hasattr_too: bool) -> bool:
     """`if is_torch_version("<", "2.2"):`, `if torch.__version__ >= ...:`,
-    `if torch_ver == "0.3":`, and with `hasattr_too`, `if hasattr(torch, "func"):`:
+    `if torch_ver == "0.3":`, `if TORCH_MAJOR == 0:`, and with `hasattr_too`, `if hasattr(torch, "func"):`:
     a branch for other torch versions."""
     for found in descendants(test):
         if isinstance(found, cst.Name):

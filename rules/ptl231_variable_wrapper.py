@@ -60,7 +60,8 @@ class VariableWrapper(VersionBranches):
     ## What it does
     Flags calls to `torch.autograd.Variable(...)`. Calls in a branch of an
     `if` that tests the torch version (`if torch.__version__ < "0.4":`) are
-    compatibility code and are not reported.
+    compatibility code and are not reported, nor is `Variable()` without
+    arguments (`isinstance(Variable(), torch.Tensor)` asks which version runs).
 
     ## Why is this bad?
     Since PyTorch 0.4 every tensor is a variable: `Variable(x)` no longer
@@ -158,8 +159,9 @@ class VariableWrapper(VersionBranches):
     def visit_Call(self, node: cst.Call) -> None:
         if not isinstance(node.func, (cst.Name, cst.Attribute)):
             return
-        if self.qualified_name(node.func) not in _VARIABLE or self.in_version_branch():
-            return
+        if not node.args or self.qualified_name(node.func) not in _VARIABLE or \
+                self.in_version_branch():
+            return  # (`Variable()`, empty: a probe of what the torch version makes)
         plain = [a for a in node.args if a.keyword is None and not a.star]
         keywords = {a.keyword.value for a in node.args if a.keyword is not None}
         if (len(plain) != 1 or any(a.star for a in node.args) or node.args[0] is not plain[0]

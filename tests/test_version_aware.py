@@ -120,3 +120,18 @@ def test_checkpoint_message_names_the_warning_only_where_the_target_warns():
         found = _lint("PTL011", CHECKPOINT, version)[1]
         assert [f.span.start.line for f in found] == lines, version
         assert [warns in f.message for f in found] == (warned or [False] * len(lines)), version
+
+
+def test_torch_six_members_removed_in_1_9():
+    # `container_abcs` and `int_classes` left `torch._six` in 1.9, the module in 2.0
+    source = "from torch._six import container_abcs, int_classes, string_classes\n"
+    messages = {version: [f.message for code in ("PTL201", "PTL202")
+                          for f in _lint(code, source, version)[1]]
+                for version in ("1.8", "1.9", "2.0")}
+    assert [m.split(";")[0] for m in messages["1.8"]] == [
+        "`torch._six.container_abcs` is deprecated and removed in torch 1.9"]
+    assert [m.split(";")[0] for m in messages["1.9"]] == [
+        "`torch._six.container_abcs` was removed in torch 1.9",
+        "`torch._six` is deprecated and removed in torch 2.0"]
+    assert [m.split(";")[0] for m in messages["2.0"]] == [
+        "`torch._six.container_abcs` was removed in torch 1.9"]
