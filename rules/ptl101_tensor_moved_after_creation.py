@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 import libcst as cst
 
@@ -105,16 +106,16 @@ class _Scope:
                 and len(bindings) == 1 + scope.casts.get(name, 0)
                 and bool(scope.batches[name] & scope.moved))
 
-    def host_module(self, name: str, local_classes: set[str]) -> bool:
+    def host_module(self, name: str, unmoved_class: Callable[[str], bool]) -> bool:
         """Whether `name`, read here, is bound exactly once, to a model built on the
-        CPU (`Net().to("cpu")`, or `Net()` of one of `local_classes`, the classes
-        the file defines and never moves, given nothing that names a device):
-        `model.device` is the CPU, unless the file moves it (`model.to(...)`)."""
+        CPU (`Net().to("cpu")`, or `Net()` of a class the file defines and never
+        moves, given nothing that names a device): `model.device` is the CPU,
+        unless the file moves it (`model.to(...)`)."""
         found = self._once(name)
         if found is None or len(found[1]) != 1 or name not in found[0].modules:
             return False
         built, to_cpu = found[0].modules[name]
-        return to_cpu or built in local_classes
+        return to_cpu or unmoved_class(built)
 
     def cpu_device(self, name: str) -> bool:
         """Whether `name`, read here, is bound exactly once, to the CPU device
@@ -320,7 +321,7 @@ class TensorMovedAfterCreation(Rule):
         self.findings: list[_Finding] = []
         self.targets: dict[int, cst.BaseExpression] = {}  # id(value) -> its one target
         self.moved_anywhere: set[str] = set()  # `x` of `x.to(...)`, `x.cuda()` in the file
-        self.local_classes: set[str] = set()  # classes the file defines (and never moves)
+        self.local_classes: dict[str, list[cst.ClassDef]] = {}  # the classes the file defines
         source = context.source
         # factories follow the default device or tensor type, which the file changes
         self.default_changed = "set_default_device" in source or "set_default_tensor_type" in source
@@ -357,8 +358,7 @@ class TensorMovedAfterCreation(Rule):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.scope.bind(node.name.value)
-        if "cuda" not in cst.Module([]).code_for_node(node):  # (its `__init__` moves nothing)
-            self.local_classes.add(node.name.value)
+        self.local_classes.setdefault(node.name.value, []).append(node)
         self._enter(is_class=True)
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
@@ -595,6 +595,11 @@ class TensorMovedAfterCreation(Rule):
         self.findings.append(_Finding(node, replacement, safety, source_name, self.scope,
                                       imports=imports, host=_host(device)))
 
+    def _unmoved_class(self, name: str) -> bool:
+        """A class the file defines (once), whose code never names `cuda`."""
+        found = self.local_classes.get(name, [])
+        return len(found) == 1 and "cuda" not in cst.Module([]).code_for_node(found[0])
+
     def _written_in_place(self, move: cst.Call) -> bool:
         """Whether the name the moved tensor is assigned to (`self.context`) is written
         in place somewhere in the file (`context[:] = 0`, `context += d`,
@@ -615,7 +620,7 @@ class TensorMovedAfterCreation(Rule):
                 continue
             if found.host is not None and found.scope and (found.scope.host_batch(found.host) or (
                     found.host not in self.moved_anywhere
-                    and found.scope.host_module(found.host, self.local_classes))):
+                    and found.scope.host_module(found.host, self._unmoved_class))):
                 continue  # `.to(y.device)` where `y` is a batch the loop keeps on the host,
                 # or a model built on the CPU and never moved
             if found.replacement is None:
