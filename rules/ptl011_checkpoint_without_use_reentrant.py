@@ -12,9 +12,7 @@ _CHECKPOINT = "torch.utils.checkpoint.checkpoint"
 _SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
 # the torch version from which each warns when `use_reentrant=` is not passed
 _WARNS_SINCE = {_CHECKPOINT: Version("2.1"), _SEQUENTIAL: Version("2.2")}
-
-
-_QUIET = "`checkpoint` without `use_reentrant=`: the reentrant variant is used"
+_QUIET = "`checkpoint` without `use_reentrant=`: the reentrant variant is used"  # before that
 
 
 class CheckpointWithoutUseReentrant(Rule):
@@ -27,12 +25,12 @@ class CheckpointWithoutUseReentrant(Rule):
     ## Why is this bad?
     Without it, torch picks the old reentrant implementation and, since 2.1
     (2.2 for `checkpoint_sequential`), warns on every call that the argument
-    should be passed; later versions add that omitting it will become an
-    error (the message says so only for a target version that warns). The reentrant
+    should be passed; later versions add that omitting it will become an error
+    (the message says so only for a target version that warns). The reentrant
     variant has real pitfalls: when no input of the checkpointed function
-    requires grad (for example the first block, fed raw data), its output
-    does not either, so the block's parameters silently get no gradient; it
-    also rejects keyword arguments and does not support `torch.autograd.grad`.
+    requires grad (for example the first block, fed raw data), its output does
+    not either, so the block's parameters silently get no gradient; it also
+    rejects keyword arguments and does not support `torch.autograd.grad`.
     PyTorch recommends `use_reentrant=False`.
 
     ## Example

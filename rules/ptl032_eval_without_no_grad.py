@@ -38,7 +38,8 @@ class EvalWithoutNoGrad(Rule):
     before or after the `.eval()`); when the model is pytorch-fid's
     `InceptionV3`, frozen unless built with `requires_grad=True` (in a file
     that builds one from `pytorch_fid.inception` or a copied `inception`
-    module, also imported relatively, the models its functions take as parameters count as that one);
+    module, also imported relatively, the models its functions take as
+    parameters count as that one);
     when the loop around the call builds the model it calls (`for kind in
     kinds: m = Net(kind); m.eval(); m(x)`: one call of each model, no
     evaluation loop); when the loop around the call backpropagates
@@ -115,7 +116,7 @@ class EvalWithoutNoGrad(Rule):
         if node.relative and module is not None and module.rpartition(".")[2] == "inception" \
                 and not isinstance(node.names, cst.ImportStar):
             self.relative_inception.update(
-                (alias.asname.name.value if alias.asname else dotted(alias.name)) or ""
+                alias.asname.name.value if alias.asname else "InceptionV3"
                 for alias in node.names if dotted(alias.name) == "InceptionV3")
 
     def visit_With(self, node: cst.With) -> None:
